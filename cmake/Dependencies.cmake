@@ -1,0 +1,29 @@
+# Every third-party dependency comes through find_package; scripts/install-deps.sh installs the
+# Debian 12 packages that provide them.
+find_package(MPI REQUIRED COMPONENTS C)
+find_package(ZLIB REQUIRED)
+find_package(nlohmann_json 3.10 REQUIRED)
+find_package(Boost 1.74 REQUIRED COMPONENTS program_options)
+
+# The OpenMPI build of HDF5 (libhdf5-openmpi-dev). We only use the serial C API on it: datasets
+# are laid out by the library and their bytes are written by our own copy engine.
+set(HDF5_PREFER_PARALLEL TRUE)
+find_package(HDF5 REQUIRED COMPONENTS C)
+if(NOT HDF5_IS_PARALLEL)
+    message(WARNING "HDF5 found at ${HDF5_INCLUDE_DIRS} is not the MPI build; continuing with it")
+endif()
+add_library(z2f_hdf5 INTERFACE)
+target_include_directories(z2f_hdf5 SYSTEM INTERFACE ${HDF5_C_INCLUDE_DIRS} ${HDF5_INCLUDE_DIRS})
+target_link_libraries(z2f_hdf5 INTERFACE ${HDF5_C_LIBRARIES} ${HDF5_LIBRARIES})
+target_compile_definitions(z2f_hdf5 INTERFACE ${HDF5_DEFINITIONS} ${HDF5_C_DEFINITIONS})
+
+if(Z2F_BUILD_TESTS)
+    find_package(GTest REQUIRED)
+    include(GoogleTest)
+    # mpiexec flags: root needs --allow-run-as-root; two cores need --oversubscribe for 3-4 ranks.
+    set(Z2F_MPIEXEC_FLAGS --oversubscribe)
+    execute_process(COMMAND id -u OUTPUT_VARIABLE _z2f_uid OUTPUT_STRIP_TRAILING_WHITESPACE)
+    if(_z2f_uid STREQUAL "0")
+        list(APPEND Z2F_MPIEXEC_FLAGS --allow-run-as-root)
+    endif()
+endif()

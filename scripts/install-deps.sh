@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# Installs the Debian 12 packages zero2fp32-mpi needs. Idempotent, and silent when everything is
+# already present.
+#
+#   scripts/install-deps.sh            build + run dependencies
+#   scripts/install-deps.sh --test     also what the test suite uses (Slurm, clang for the
+#                                      fuzzers, clang-format, and torch/h5py for cross-checks)
+set -euo pipefail
+
+packages=(
+    g++ cmake make pkg-config
+    openmpi-bin libopenmpi-dev libhdf5-openmpi-dev
+    libboost-program-options-dev libgtest-dev zlib1g-dev nlohmann-json3-dev
+)
+if [[ "${1:-}" == "--test" ]]; then
+    packages+=(
+        slurm-wlm munge                      # a one-node Slurm cluster for srun/sbatch tests
+        clang libclang-rt-14-dev             # libFuzzer targets
+        clang-format                         # the formatting check
+        python3-torch python3-h5py           # independent cross-checks of our outputs (optional)
+        util-linux procps psmisc             # setsid, pgrep, fuser used by the fault tests
+    )
+fi
+
+missing=()
+for pkg in "${packages[@]}"; do
+    status=$(dpkg-query -W -f='${db:Status-Status}' "$pkg" 2>/dev/null || true)
+    [[ "$status" == "installed" ]] || missing+=("$pkg")
+done
+[[ ${#missing[@]} -eq 0 ]] && exit 0
+
+sudo=""
+if [[ $(id -u) -ne 0 ]]; then
+    command -v sudo >/dev/null || { echo "install-deps: need root (or sudo) to install: ${missing[*]}" >&2; exit 1; }
+    sudo="sudo"
+fi
+echo "install-deps: installing ${missing[*]}" >&2
+export DEBIAN_FRONTEND=noninteractive
+$sudo apt-get update -qq >/dev/null
+# Slurm's postinst must not try to start daemons on a machine without systemd.
+$sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null

@@ -1,0 +1,340 @@
+#include "io/posix_file.hpp"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <climits>
+#include <cstdlib>
+#include <memory>
+#include <string>
+
+#include "zero2fp32/error.hpp"
+
+namespace z2f::io {
+namespace {
+
+std::atomic<std::uint64_t> g_bytes_read{0};
+std::atomic<std::uint64_t> g_bytes_written{0};
+
+// Largest single read/write request; Linux caps one transfer at 0x7ffff000 bytes anyway.
+constexpr std::size_t kMaxTransfer = std::size_t{1} << 30;
+
+int open_checked(const std::string& path, int flags, const char* what) {
+    int fd;
+    do {
+        fd = ::open(path.c_str(), flags | O_CLOEXEC, 0644);
+    } while (fd < 0 && errno == EINTR);
+    if (fd < 0) {
+        throw_io_error(what, path, errno);
+    }
+    return fd;
+}
+
+}  // namespace
+
+IoCounters io_counters() noexcept {
+    return {g_bytes_read.load(std::memory_order_relaxed),
+            g_bytes_written.load(std::memory_order_relaxed)};
+}
+void count_bytes_read(std::uint64_t bytes) noexcept {
+    g_bytes_read.fetch_add(bytes, std::memory_order_relaxed);
+}
+void count_bytes_written(std::uint64_t bytes) noexcept {
+    g_bytes_written.fetch_add(bytes, std::memory_order_relaxed);
+}
+
+File::~File() {
+    if (fd_ >= 0) {
+        ::close(fd_);  // errors on close of a read fd carry no information; writes are fsynced
+    }
+}
+
+File::File(File&& other) noexcept : fd_(other.fd_), path_(std::move(other.path_)) {
+    other.fd_ = -1;
+}
+
+File& File::operator=(File&& other) noexcept {
+    if (this != &other) {
+        if (fd_ >= 0) {
+            ::close(fd_);
+        }
+        fd_ = other.fd_;
+        path_ = std::move(other.path_);
+        other.fd_ = -1;
+    }
+    return *this;
+}
+
+File File::open_read(const std::string& path) {
+    int fd = open_checked(path, O_RDONLY, "cannot open");
+    struct stat st {};
+    if (::fstat(fd, &st) != 0) {
+        int err = errno;
+        ::close(fd);
+        throw_io_error("cannot stat", path, err);
+    }
+    if (S_ISDIR(st.st_mode)) {
+        ::close(fd);
+        throw_input_error(path, "is a directory, expected a file");
+    }
+    return File(fd, path);
+}
+
+File File::open_write(const std::string& path) {
+    return File(open_checked(path, O_WRONLY | O_CREAT, "cannot open for writing"), path);
+}
+
+File File::create_truncate(const std::string& path) {
+    return File(open_checked(path, O_WRONLY | O_CREAT | O_TRUNC, "cannot create"), path);
+}
+
+std::uint64_t File::size() const {
+    struct stat st {};
+    if (::fstat(fd_, &st) != 0) {
+        throw_io_error("cannot stat", path_, errno);
+    }
+    return static_cast<std::uint64_t>(st.st_size);
+}
+
+std::size_t File::read_at_most(std::uint64_t offset, std::span<std::byte> out) const {
+    std::size_t done = 0;
+    while (done < out.size()) {
+        std::size_t want = std::min(out.size() - done, kMaxTransfer);
+        ssize_t got = ::pread(fd_, out.data() + done, want, static_cast<off_t>(offset + done));
+        if (got < 0) {
+            if (errno == EINTR) {
+                continue;
+            }
+            throw_io_error("cannot read", path_, errno);
+        }
+        if (got == 0) {
+            break;  // end of file
+        }
+        done += static_cast<std::size_t>(got);
+    }
+    count_bytes_read(done);
+    return done;
+}
+
+void File::read_exact(std::uint64_t offset, std::span<std::byte> out) const {
+    std::size_t got = read_at_most(offset, out);
+    if (got != out.size()) {
+        throw_input_error(path_, "file is truncated: expected " + std::to_string(out.size()) +
+                                     " bytes at offset " + std::to_string(offset) + ", found " +
+                                     std::to_string(got) + " (file size " +
+                                     std::to_string(size()) + ")");
+    }
+}
+
+void File::write_all(std::uint64_t offset, std::span<const std::byte> data) const {
+    std::size_t done = 0;
+    while (done < data.size()) {
+        std::size_t want = std::min(data.size() - done, kMaxTransfer);
+        ssize_t put = ::pwrite(fd_, data.data() + done, want, static_cast<off_t>(offset + done));
+        if (put < 0) {
+            if (errno == EINTR) {
+                continue;
+            }
+            throw_io_error("cannot write", path_, errno);
+        }
+        if (put == 0) {
+            throw_io_error("cannot write", path_, EIO);
+        }
+        done += static_cast<std::size_t>(put);
+    }
+    count_bytes_written(done);
+}
+
+void File::truncate(std::uint64_t size) const {
+    int rc;
+    do {
+        rc = ::ftruncate(fd_, static_cast<off_t>(size));
+    } while (rc != 0 && errno == EINTR);
+    if (rc != 0) {
+        throw_io_error("cannot set the size of", path_, errno);
+    }
+}
+
+void File::sync() const {
+    int rc;
+    do {
+        rc = ::fsync(fd_);
+    } while (rc != 0 && errno == EINTR);
+    if (rc != 0) {
+        throw_io_error("cannot fsync", path_, errno);
+    }
+}
+
+void File::start_writeback(std::uint64_t offset, std::uint64_t length) const {
+    // Best effort: file systems without sync_file_range simply keep the pages dirty until fsync.
+    (void)::sync_file_range(fd_, static_cast<off_t>(offset), static_cast<off_t>(length),
+                            SYNC_FILE_RANGE_WRITE);
+}
+
+void File::drop_cache(std::uint64_t offset, std::uint64_t length) const {
+    (void)::posix_fadvise(fd_, static_cast<off_t>(offset), static_cast<off_t>(length),
+                          POSIX_FADV_DONTNEED);
+}
+
+void File::close() {
+    if (fd_ >= 0) {
+        int rc = ::close(fd_);
+        fd_ = -1;
+        if (rc != 0 && errno != EINTR) {
+            throw_io_error("cannot close", path_, errno);
+        }
+    }
+}
+
+std::string read_small_file(const std::string& path, std::size_t max_bytes) {
+    File file = File::open_read(path);
+    std::uint64_t size = file.size();
+    if (size > max_bytes) {
+        throw_input_error(path, "is " + std::to_string(size) + " bytes, expected at most " +
+                                    std::to_string(max_bytes));
+    }
+    std::string content(static_cast<std::size_t>(size), '\0');
+    std::size_t got =
+        file.read_at_most(0, std::as_writable_bytes(std::span(content.data(), content.size())));
+    content.resize(got);
+    return content;
+}
+
+void write_file_atomically(const std::string& path, std::string_view content) {
+    std::string temp = path + ".tmp";
+    {
+        File file = File::create_truncate(temp);
+        file.write_all(0, std::as_bytes(std::span(content.data(), content.size())));
+        file.sync();
+        file.close();
+    }
+    rename_file(temp, path);
+}
+
+bool path_exists(const std::string& path) {
+    struct stat st {};
+    return ::lstat(path.c_str(), &st) == 0;
+}
+
+bool is_directory(const std::string& path) {
+    struct stat st {};
+    return ::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+bool is_regular_file(const std::string& path) {
+    struct stat st {};
+    return ::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode);
+}
+
+std::vector<std::string> list_directory(const std::string& path) {
+    std::unique_ptr<DIR, int (*)(DIR*)> dir(::opendir(path.c_str()), &::closedir);
+    if (!dir) {
+        throw_io_error("cannot list directory", path, errno);
+    }
+    std::vector<std::string> names;
+    errno = 0;
+    while (const dirent* entry = ::readdir(dir.get())) {
+        std::string_view name(entry->d_name);
+        if (name != "." && name != "..") {
+            names.emplace_back(name);
+        }
+    }
+    if (errno != 0) {
+        throw_io_error("cannot list directory", path, errno);
+    }
+    return names;
+}
+
+void make_directories(const std::string& path) {
+    if (path.empty() || is_directory(path)) {
+        return;
+    }
+    auto slash = path.find_last_of('/');
+    if (slash != std::string::npos && slash > 0) {
+        make_directories(path.substr(0, slash));
+    }
+    if (::mkdir(path.c_str(), 0755) != 0 && errno != EEXIST) {
+        throw_io_error("cannot create directory", path, errno);
+    }
+    if (!is_directory(path)) {
+        throw_output_error("'" + path + "' exists and is not a directory");
+    }
+}
+
+void rename_file(const std::string& from, const std::string& to) {
+    if (::rename(from.c_str(), to.c_str()) != 0) {
+        throw_io_error("cannot rename to '" + to + "':", from, errno);
+    }
+}
+
+bool remove_file(const std::string& path) {
+    if (::unlink(path.c_str()) == 0) {
+        return true;
+    }
+    if (errno == ENOENT) {
+        return false;
+    }
+    throw_io_error("cannot remove", path, errno);
+}
+
+void sync_directory(const std::string& path) {
+    int fd = open_checked(path, O_RDONLY | O_DIRECTORY, "cannot open directory");
+    int rc = ::fsync(fd);
+    int err = errno;
+    ::close(fd);
+    // Some file systems (and some FUSE mounts) refuse fsync on directories; that is not fatal.
+    if (rc != 0 && err != EINVAL && err != EROFS) {
+        throw_io_error("cannot fsync directory", path, err);
+    }
+}
+
+std::uint64_t free_bytes(const std::string& path) {
+    struct statvfs st {};
+    if (::statvfs(path.c_str(), &st) != 0) {
+        throw_io_error("cannot query free space of", path, errno);
+    }
+    return static_cast<std::uint64_t>(st.f_bavail) * st.f_frsize;
+}
+
+std::uint64_t file_size(const std::string& path) {
+    struct stat st {};
+    if (::stat(path.c_str(), &st) != 0) {
+        throw_io_error("cannot stat", path, errno);
+    }
+    return static_cast<std::uint64_t>(st.st_size);
+}
+
+bool is_writable_directory(const std::string& path) {
+    return is_directory(path) && ::access(path.c_str(), W_OK | X_OK) == 0;
+}
+
+std::string absolute_path(const std::string& path) {
+    std::unique_ptr<char, void (*)(void*)> resolved(::realpath(path.c_str(), nullptr), &std::free);
+    if (!resolved) {
+        throw_io_error("cannot resolve", path, errno);
+    }
+    return std::string(resolved.get());
+}
+
+std::uint64_t raise_open_file_limit() {
+    struct rlimit limit {};
+    if (::getrlimit(RLIMIT_NOFILE, &limit) != 0) {
+        return 1024;
+    }
+    if (limit.rlim_cur < limit.rlim_max) {
+        struct rlimit raised = limit;
+        raised.rlim_cur = limit.rlim_max;
+        if (::setrlimit(RLIMIT_NOFILE, &raised) == 0) {
+            limit = raised;
+        }
+    }
+    return limit.rlim_cur == RLIM_INFINITY ? std::uint64_t{1} << 20 : limit.rlim_cur;
+}
+
+}  // namespace z2f::io

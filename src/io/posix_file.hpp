@@ -1,0 +1,99 @@
+// The one place where this program makes file-system system calls.
+//
+// Every call retries on EINTR, loops over short reads and writes, and turns a failure into a
+// z2f::Error that names the path and the operation. The byte counters here are the source of
+// the "bytes read / written" figures in the run summary and the benchmark.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace z2f::io {
+
+// Bytes moved by this process through this module (pread/pwrite, mapped-window copies and
+// copy_file_range all count).
+struct IoCounters {
+    std::uint64_t bytes_read = 0;
+    std::uint64_t bytes_written = 0;
+};
+IoCounters io_counters() noexcept;
+void count_bytes_read(std::uint64_t bytes) noexcept;
+void count_bytes_written(std::uint64_t bytes) noexcept;
+
+// An open file descriptor, closed on destruction. Move-only.
+class File {
+public:
+    File() = default;
+    ~File();
+    File(File&& other) noexcept;
+    File& operator=(File&& other) noexcept;
+    File(const File&) = delete;
+    File& operator=(const File&) = delete;
+
+    // Opens an existing file read-only. Refuses directories with a clear message.
+    static File open_read(const std::string& path);
+    // Opens (creating if needed, mode 0644) for writing without truncating.
+    static File open_write(const std::string& path);
+    // Creates or truncates for writing.
+    static File create_truncate(const std::string& path);
+
+    bool is_open() const noexcept { return fd_ >= 0; }
+    int fd() const noexcept { return fd_; }
+    const std::string& path() const noexcept { return path_; }
+
+    std::uint64_t size() const;
+
+    // Reads exactly out.size() bytes at offset, or throws an input error naming the file, the
+    // offset and how many bytes were missing (a truncated file).
+    void read_exact(std::uint64_t offset, std::span<std::byte> out) const;
+    // Reads up to out.size() bytes; returns how many were read (short only at end of file).
+    std::size_t read_at_most(std::uint64_t offset, std::span<std::byte> out) const;
+    void write_all(std::uint64_t offset, std::span<const std::byte> data) const;
+
+    void truncate(std::uint64_t size) const;
+    void sync() const;
+    // Starts write-back of a range without waiting (sync_file_range); a no-op where unsupported.
+    void start_writeback(std::uint64_t offset, std::uint64_t length) const;
+    // Drops the range from the page cache (posix_fadvise DONTNEED); advisory, never fails.
+    void drop_cache(std::uint64_t offset, std::uint64_t length) const;
+    void close();
+
+private:
+    File(int fd, std::string path) : fd_(fd), path_(std::move(path)) {}
+    int fd_ = -1;
+    std::string path_;
+};
+
+// Reads a whole small file (at most max_bytes, else an input error).
+std::string read_small_file(const std::string& path, std::size_t max_bytes);
+// Writes a small file through a temporary name, fsync, and rename: never half-written.
+void write_file_atomically(const std::string& path, std::string_view content);
+
+bool path_exists(const std::string& path);
+bool is_directory(const std::string& path);
+bool is_regular_file(const std::string& path);
+// Names (not paths) of the entries of a directory, unsorted, without "." and "..".
+std::vector<std::string> list_directory(const std::string& path);
+// mkdir -p.
+void make_directories(const std::string& path);
+void rename_file(const std::string& from, const std::string& to);
+// Removes a file; a missing file is not an error. Returns whether something was removed.
+bool remove_file(const std::string& path);
+void sync_directory(const std::string& path);
+// Free bytes for an unprivileged writer in the file system holding `path` (statvfs).
+std::uint64_t free_bytes(const std::string& path);
+// Size of a file (stat), or throws.
+std::uint64_t file_size(const std::string& path);
+// Whether the current process may create files in the directory.
+bool is_writable_directory(const std::string& path);
+// Canonical absolute path (realpath); throws when it does not exist.
+std::string absolute_path(const std::string& path);
+
+// Raises RLIMIT_NOFILE's soft limit to the hard limit; returns the resulting soft limit.
+std::uint64_t raise_open_file_limit();
+
+}  // namespace z2f::io
