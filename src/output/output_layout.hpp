@@ -1,0 +1,61 @@
+// The byte layout of one output file, computed before a single byte is written.
+//
+// Every format we write (safetensors, torch zip `.bin`, HDF5) allows knowing the file offset of
+// every tensor up front. A layout lists the bytes that do not depend on tensor data ("fixed
+// regions": headers, zip local headers, HDF5 metadata) and the slot of every tensor. The
+// execute phase writes the fixed regions, copies each tensor's source extents into its slot
+// (converting the dtype on the way), and for the torch zip format appends the CRC-dependent
+// tail (data descriptors, central directory, end records) once every slot's CRC-32 is known.
+//
+// Invariants (checked by the layout unit tests): slots and fixed regions never overlap each
+// other, they lie inside [0, size), and together with the tail they cover every byte of the
+// file, so an output file never contains bytes we did not write.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace z2f {
+
+enum class OutputFormat : std::uint8_t { kSafetensors, kTorch, kHdf5 };
+
+struct FixedRegion {
+    std::uint64_t offset = 0;
+    std::vector<std::byte> bytes;
+};
+
+// Where one tensor's data goes. The length is the tensor's output_bytes().
+struct TensorSlot {
+    std::uint32_t tensor = 0;  // index into TensorPlan::tensors
+    std::uint64_t offset = 0;
+    std::uint64_t length = 0;
+};
+
+// One record of a torch zip archive, as the tail needs it. Records are listed in file order.
+struct ZipEntry {
+    std::string name;  // full name inside the archive, including the archive folder
+    std::uint64_t local_header_offset = 0;
+    std::uint64_t data_offset = 0;
+    std::uint64_t size = 0;
+    // CRC-32 of records whose bytes are known up front (data.pkl, byteorder, version, ...).
+    std::optional<std::uint32_t> crc32;
+    // For storage records: index into OutputFileLayout::slots whose CRC this record takes.
+    std::int64_t slot = -1;
+};
+
+struct OutputFileLayout {
+    std::string name;  // file name inside the output directory
+    OutputFormat format = OutputFormat::kSafetensors;
+    std::uint64_t size = 0;
+    std::vector<FixedRegion> fixed;
+    std::vector<TensorSlot> slots;  // ascending offsets
+    // Torch zip only: the records, so that the tail can be built from the slots' CRCs.
+    std::vector<ZipEntry> zip_entries;
+
+    bool needs_slot_crcs() const noexcept { return format == OutputFormat::kTorch; }
+};
+
+}  // namespace z2f
