@@ -1,0 +1,111 @@
+// zero2fp32-inspect: shows what is inside a torch.save file without loading its tensors.
+//
+// Prints the zip record table (name, data offset, size, method, CRC) and the pickle as an
+// indented tree in which every tensor is shown as dtype / shape / strides / storage record /
+// element offset, plus the absolute file offset of its first byte. Reads the zip directory and
+// data.pkl only, so it is instant on a multi-GB optimizer file.
+#include <cstdio>
+#include <iomanip>
+#include <iostream>
+#include <sstream>
+#include <string>
+
+#include <boost/program_options.hpp>
+
+#include "container/torch_file.hpp"
+#include "pickle/printer.hpp"
+#include "zero2fp32/error.hpp"
+#include "zero2fp32/version.hpp"
+
+namespace po = boost::program_options;
+
+namespace {
+
+void print_records(const z2f::TorchFile& torch_file) {
+    const z2f::TorchArchive& archive = torch_file.archive();
+    std::cout << "archive folder: " << archive.prefix() << "/\n";
+    std::cout << "records: " << archive.records().size() << "\n";
+    std::cout << "  " << std::left << std::setw(40) << "name" << std::right << std::setw(14)
+              << "data offset" << std::setw(16) << "size" << std::setw(8) << "method"
+              << std::setw(12) << "crc32" << "\n";
+    for (const z2f::ZipRecord& record : archive.records()) {
+        std::string offset;
+        try {
+            offset = std::to_string(archive.data_offset(torch_file.file(), record));
+        } catch (const z2f::Error& error) {
+            offset = "?";
+        }
+        char crc[16];
+        std::snprintf(crc, sizeof crc, "%08x", record.crc32);
+        std::cout << "  " << std::left << std::setw(40) << record.name << std::right
+                  << std::setw(14) << offset << std::setw(16) << record.size << std::setw(8)
+                  << (record.method == 0 ? "stored" : std::to_string(record.method))
+                  << std::setw(12) << crc << "\n";
+    }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    po::options_description visible("Usage: zero2fp32-inspect FILE.pt [options]\n\nOptions");
+    visible.add_options()("help,h", "show this help")("version", "print the version")(
+        "records-only", "print only the zip record table")(
+        "pickle-only", "print only the pickle tree")(
+        "depth", po::value<std::uint32_t>()->default_value(48), "maximum tree depth to print")(
+        "max-lines", po::value<std::uint64_t>()->default_value(200000),
+        "stop printing the tree after this many lines");
+    po::options_description all;
+    all.add(visible).add_options()("file", po::value<std::string>());
+    po::positional_options_description positional;
+    positional.add("file", 1);
+
+    po::variables_map vm;
+    try {
+        po::store(po::command_line_parser(argc, argv).options(all).positional(positional).run(), vm);
+        po::notify(vm);
+    } catch (const po::error& error) {
+        std::cerr << "zero2fp32-inspect: " << error.what() << " (see --help)\n";
+        return static_cast<int>(z2f::ExitCode::kUsage);
+    }
+    if (vm.count("help") != 0) {
+        std::cout << visible << "\nExample:\n  zero2fp32-inspect "
+                     "ckpt/global_step500/bf16_zero_pp_rank_0_mp_rank_00_optim_states.pt\n";
+        return 0;
+    }
+    if (vm.count("version") != 0) {
+        std::cout << "zero2fp32-inspect " << z2f::kVersion << "\n";
+        return 0;
+    }
+    if (vm.count("file") == 0) {
+        std::cerr << "zero2fp32-inspect: no file given (see --help)\n";
+        return static_cast<int>(z2f::ExitCode::kUsage);
+    }
+    const auto path = vm["file"].as<std::string>();
+    try {
+        z2f::TorchFile torch_file = z2f::TorchFile::open(path);
+        std::cout << "file: " << path << " (" << torch_file.archive().file_size() << " bytes)\n";
+        if (vm.count("pickle-only") == 0) {
+            print_records(torch_file);
+        }
+        if (vm.count("records-only") == 0) {
+            std::cout << "data.pkl: " << torch_file.document().object_count() << " objects\n";
+            z2f::pickle::PrintOptions options;
+            options.max_depth = vm["depth"].as<std::uint32_t>();
+            options.max_lines = vm["max-lines"].as<std::uint64_t>();
+            options.describe_tensor = [&](const z2f::pickle::Tensor& tensor) -> std::string {
+                try {
+                    z2f::TensorBytes bytes = torch_file.locate(tensor, "tensor");
+                    return "@ file offset " + std::to_string(bytes.offset) + ", " +
+                           std::to_string(bytes.length) + " bytes";
+                } catch (const z2f::Error& error) {
+                    return std::string("(unresolvable: ") + error.what() + ")";
+                }
+            };
+            z2f::pickle::print_value(std::cout, torch_file.root(), options);
+        }
+    } catch (const z2f::Error& error) {
+        std::cerr << "zero2fp32-inspect: " << error.what() << "\n";
+        return static_cast<int>(z2f::exit_code_for(error.kind()));
+    }
+    return 0;
+}
