@@ -51,15 +51,17 @@ class Printer {
 public:
     Printer(std::ostream& out, const PrintOptions& options) : out_(out), options_(options) {}
 
-    void print(const Value& value) { node(value, 0, ""); }
+    void print(const Value& value) {
+        node(value, 0, "");
+        if (truncated_) {
+            out_ << "... (output truncated after " << options_.max_lines << " lines)\n";
+        }
+    }
 
 private:
     bool line(std::uint32_t depth, const std::string& text) {
         if (lines_ >= options_.max_lines) {
-            if (lines_ == options_.max_lines) {
-                out_ << "... (output truncated after " << options_.max_lines << " lines)\n";
-                ++lines_;
-            }
+            truncated_ = true;
             return false;
         }
         ++lines_;
@@ -162,7 +164,11 @@ private:
                                      std::to_string(items.size()))) {
                     break;
                 }
-                for (std::size_t i = 0; i < items.size() && lines_ < options_.max_lines; ++i) {
+                for (std::size_t i = 0; i < items.size(); ++i) {
+                    if (lines_ >= options_.max_lines) {
+                        truncated_ = true;
+                        break;
+                    }
                     node(items[i], depth + 1, "[" + std::to_string(i) + "] ");
                 }
                 break;
@@ -174,7 +180,10 @@ private:
                     break;
                 }
                 for (const auto& [key, item] : dict->items) {
-                    if (lines_ >= options_.max_lines) break;
+                    if (lines_ >= options_.max_lines) {
+                        truncated_ = true;
+                        break;
+                    }
                     node(item, depth + 1, (is_container(key) ? describe_type(key) : scalar(key)) + ": ");
                 }
                 break;
@@ -205,6 +214,7 @@ private:
     std::ostream& out_;
     const PrintOptions& options_;
     std::uint64_t lines_ = 0;
+    bool truncated_ = false;
     std::unordered_set<const Object*> on_path_;
 };
 
