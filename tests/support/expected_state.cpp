@@ -8,10 +8,12 @@
 
 namespace z2f::testing {
 
-std::vector<ExpectedTensor> read_expected_state_dict(const std::string& path) {
+namespace {
+
+std::vector<ExpectedTensor> read_dict(const std::string& path, bool nested) {
     TorchFile file = TorchFile::open(path);
     const auto* root = file.root().get<pickle::Dict>();
-    const pickle::Value* state = root == nullptr ? nullptr : root->find("state_dict");
+    const pickle::Value* state = root == nullptr ? nullptr : nested ? root->find("state_dict") : &file.root();
     const auto* dict = state == nullptr ? nullptr : state->get<pickle::Dict>();
     if (dict == nullptr) {
         throw std::runtime_error(path + ": no state_dict");
@@ -31,6 +33,16 @@ std::vector<ExpectedTensor> read_expected_state_dict(const std::string& path) {
         out.push_back(std::move(expected));
     }
     return out;
+}
+
+}  // namespace
+
+std::vector<ExpectedTensor> read_expected_state_dict(const std::string& path) {
+    return read_dict(path, true);
+}
+
+std::vector<ExpectedTensor> read_torch_state_dict(const std::string& path) {
+    return read_dict(path, false);
 }
 
 const ExpectedTensor* find_tensor(const std::vector<ExpectedTensor>& tensors, const std::string& name) {

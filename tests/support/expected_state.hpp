@@ -20,6 +20,8 @@ struct ExpectedTensor {
 
 // The state dict of an expected*.pt file, in its own (model.state_dict()) order.
 std::vector<ExpectedTensor> read_expected_state_dict(const std::string& path);
+// The state dict saved by torch.save(dict) (e.g. zero_to_fp32's pytorch_model.bin), in order.
+std::vector<ExpectedTensor> read_torch_state_dict(const std::string& path);
 const ExpectedTensor* find_tensor(const std::vector<ExpectedTensor>& tensors, const std::string& name);
 
 // Reads `length` bytes at `offset` of a file.

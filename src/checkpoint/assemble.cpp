@@ -1,0 +1,200 @@
+#include "checkpoint/assemble.hpp"
+
+#include <algorithm>
+
+#include "checkpoint/states_reader.hpp"
+#include "container/torch_file.hpp"
+#include "zero2fp32/error.hpp"
+
+namespace z2f {
+namespace {
+
+std::string join_ints(const std::vector<std::int64_t>& values) {
+    std::string out;
+    for (std::int64_t v : values) {
+        out += (out.empty() ? "" : ", ") + std::to_string(v);
+    }
+    return out;
+}
+
+}  // namespace
+
+std::vector<InputFileSpec> checkpoint_inputs(const CheckpointFiles& files) {
+    std::vector<InputFileSpec> inputs;
+    for (std::size_t i = 0; i < files.model_files.size(); ++i) {
+        inputs.push_back({files.model_files[i], i == 0 ? InputKind::kFirstModel : InputKind::kOtherModel});
+    }
+    for (const auto& path : files.optim_files) {
+        inputs.push_back({path, InputKind::kOptim});
+    }
+    return inputs;
+}
+
+FileMeta read_file_meta(const InputFileSpec& input, std::uint32_t index) {
+    TorchFile file = TorchFile::open(input.path);
+    FileMeta meta;
+    meta.size = file.archive().file_size();
+    switch (input.kind) {
+        case InputKind::kFirstModel:
+            meta.info = read_model_states(file, index, ModelFileScope::kFull);
+            break;
+        case InputKind::kOtherModel:
+            meta.info = read_model_states(file, index, ModelFileScope::kFrozenFragmentsOnly);
+            break;
+        case InputKind::kOptim:
+            meta.info = read_optim_states(file, index);
+            break;
+    }
+    return meta;
+}
+
+CheckpointMeta assemble_checkpoint_meta(const CheckpointFiles& files, std::vector<FileMeta> metas) {
+    std::vector<InputFileSpec> inputs = checkpoint_inputs(files);
+    if (metas.size() != inputs.size()) {
+        throw_internal_error("metadata of " + std::to_string(metas.size()) + " files for " +
+                             std::to_string(inputs.size()) + " inputs");
+    }
+    CheckpointMeta meta;
+    meta.files = files;
+    for (std::size_t i = 0; i < inputs.size(); ++i) {
+        meta.inputs.push_back(inputs[i].path);
+        meta.input_sizes.push_back(metas[i].size);
+        bool is_model = inputs[i].kind != InputKind::kOptim;
+        if (is_model != std::holds_alternative<ModelStatesInfo>(metas[i].info)) {
+            throw_internal_error("metadata kind does not match input " + inputs[i].path);
+        }
+        if (inputs[i].kind == InputKind::kFirstModel) {
+            meta.model = std::get<ModelStatesInfo>(std::move(metas[i].info));
+            meta.frozen_fragments_by_rank.push_back(meta.model.frozen_param_fragments);
+        } else if (inputs[i].kind == InputKind::kOtherModel) {
+            meta.frozen_fragments_by_rank.push_back(
+                std::get<ModelStatesInfo>(std::move(metas[i].info)).frozen_param_fragments);
+        } else {
+            meta.optim.push_back(std::get<OptimStatesInfo>(std::move(metas[i].info)));
+        }
+    }
+
+    const std::string& model_path = files.model_files.front();
+    const std::string& optim0_path = files.optim_files.front();
+    const ModelStatesInfo& model = meta.model;
+    const OptimStatesInfo& first = meta.optim.front();
+
+    // Layouts we refuse, each with what to do instead.
+    if (model.module_is_none) {
+        throw_unsupported(model_path, "'module' is None: a pipeline-parallel (PipelineEngine) "
+                                      "checkpoint keeps its layers in layer_* files; convert it "
+                                      "with DeepSpeed's ds_to_universal.py");
+    }
+    if (model.tp_degree > 1 || model.pp_degree > 1 || model.mp_world_size > 1) {
+        throw_unsupported(model_path, "tensor/pipeline-parallel checkpoint (tp=" +
+                                          std::to_string(model.tp_degree) + ", pp=" +
+                                          std::to_string(model.pp_degree) + ", mp_world_size=" +
+                                          std::to_string(model.mp_world_size) +
+                                          "); convert it with DeepSpeed's ds_to_universal.py");
+    }
+    if (model.autoep_zero3) {
+        throw_unsupported(model_path, "AutoEP ZeRO-3 partition-native checkpoint: experts are "
+                                      "partitioned over expert groups; use DeepSpeed's "
+                                      "ds_to_universal.py for expert-aware conversion");
+    }
+
+    // One stage and layout everywhere.
+    for (std::size_t r = 1; r < meta.optim.size(); ++r) {
+        const OptimStatesInfo& other = meta.optim[r];
+        if (other.layout != first.layout || other.zero_stage != first.zero_stage ||
+            other.partition_count != first.partition_count ||
+            other.master.size() != first.master.size()) {
+            throw_input_error(files.optim_files[r],
+                              "does not match " + optim0_path +
+                                  " (ZeRO stage, partition_count or number of flat groups "
+                                  "differ): optimizer files from different runs?");
+        }
+    }
+    meta.layout = first.layout;
+    meta.zero_stage = first.layout == MasterLayout::kPaddedGroups ? 1 : static_cast<int>(first.zero_stage);
+    meta.ds_version = !model.ds_version.empty() ? model.ds_version : first.ds_version;
+
+    // World size: zero_to_fp32 takes partition_count (the max of the per-group list).
+    std::int64_t world = *std::max_element(first.partition_count.begin(), first.partition_count.end());
+    for (std::size_t g = 0; g < first.partition_count.size(); ++g) {
+        if (first.partition_count[g] != world) {
+            throw_unsupported(optim0_path,
+                              "param group " + std::to_string(g) + " is partitioned over " +
+                                  std::to_string(first.partition_count[g]) + " ranks, others over " +
+                                  std::to_string(world) + " (partition_count = [" +
+                                  join_ints(first.partition_count) +
+                                  "]): Mixture-of-Experts expert groups are not supported; use "
+                                  "DeepSpeed's ds_to_universal.py");
+        }
+    }
+    if (static_cast<std::uint64_t>(world) != files.optim_files.size()) {
+        throw_input_error(files.tag_dir,
+                          "expected " + std::to_string(world) +
+                              " *_optim_states.pt files (partition_count in " + optim0_path +
+                              ") but found " + std::to_string(files.optim_files.size()) +
+                              ": an overwrite of an old checkpoint, or a checkpoint that was not "
+                              "saved by every rank");
+    }
+    meta.world_size = static_cast<std::uint32_t>(world);
+    for (std::int64_t count : first.subgroup_partition_counts) {
+        if (count != world) {
+            throw_unsupported(optim0_path, "sub-groups partitioned over " + std::to_string(count) +
+                                               " of " + std::to_string(world) +
+                                               " ranks (AutoEP): use DeepSpeed's ds_to_universal.py");
+        }
+    }
+
+    if (meta.layout == MasterLayout::kPerParam) {
+        if (!files.per_rank_model_files) {
+            throw_input_error(files.tag_dir, "ZeRO-3 optimizer files but a single "
+                                             "mp_rank_00_model_states.pt: ZeRO-3 writes one "
+                                             "zero_pp_rank_R_mp_rank_00_model_states.pt per rank");
+        }
+        if (files.model_files.size() != meta.world_size) {
+            throw_input_error(files.tag_dir, "expected " + std::to_string(meta.world_size) +
+                                                 " ZeRO-3 model-states files (one per rank), found " +
+                                                 std::to_string(files.model_files.size()));
+        }
+    } else if (files.per_rank_model_files) {
+        throw_input_error(files.tag_dir, "ZeRO-1/2 optimizer files but per-rank ZeRO-3 model-states "
+                                         "files: files from different runs?");
+    }
+
+    if (!model.param_shapes) {
+        if (first.param_shapes) {
+            meta.model.param_shapes = first.param_shapes;  // DeepSpeed < 0.6 kept them here
+            meta.notes.push_back("param_shapes read from the optimizer files (DeepSpeed < 0.6)");
+        } else {
+            throw_unsupported(model_path,
+                              "param_shapes is missing or None: nothing was partitioned by ZeRO "
+                              "(a ZeRO-0 or non-ZeRO run), so the model-states file already "
+                              "holds the full weights");
+        }
+    }
+    if (!model.has_buffer_names) {
+        meta.notes.push_back("no buffer_names in " + model_path +
+                             " (DeepSpeed < 0.4.2): buffers are not exported");
+    }
+    if (model.dp_world_size > 0 && model.dp_world_size != world) {
+        meta.notes.push_back("dp_world_size is " + std::to_string(model.dp_world_size) +
+                             " but the optimizer is partitioned over " + std::to_string(world) +
+                             " ranks (MiCS or hpZ sharding)");
+    }
+    if (meta.layout == MasterLayout::kPaddedGroups) {
+        meta.notes.push_back("BF16_Optimizer checkpoint (no zero_stage): converted as ZeRO-1 with "
+                             "padded partitions");
+    }
+    return meta;
+}
+
+CheckpointMeta read_checkpoint_meta(const CheckpointFiles& files) {
+    std::vector<InputFileSpec> inputs = checkpoint_inputs(files);
+    std::vector<FileMeta> metas;
+    metas.reserve(inputs.size());
+    for (std::size_t i = 0; i < inputs.size(); ++i) {
+        metas.push_back(read_file_meta(inputs[i], static_cast<std::uint32_t>(i)));
+    }
+    return assemble_checkpoint_meta(files, std::move(metas));
+}
+
+}  // namespace z2f

@@ -1,0 +1,65 @@
+// Finding the files of a DeepSpeed checkpoint (deepspeed-format.md §1).
+//
+//   CKPT_DIR/latest                       the tag as text (stripped of whitespace)
+//   CKPT_DIR/<tag>/                        the tag folder:
+//     [bf16_|fp16_]zero_pp_rank_R_mp_rank_MM_optim_states.pt    one per data-parallel rank R
+//     mp_rank_MM_model_states.pt                                 stage 0-2: one model file
+//     zero_pp_rank_R_mp_rank_MM_model_states.pt                  stage 3: one per rank
+//
+// R is never padded, MM has at least two digits. CKPT_DIR may also be the tag folder itself.
+// Names are parsed exactly; files of unsupported layouts (pipeline `layer_*`, MoE expert
+// files) are refused here, with what to do instead. Whether the rank grid matches the world
+// size recorded inside the files is checked once their contents are known (checkpoint_meta).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace z2f {
+
+enum class CheckpointFileRole {
+    kOptimStates,         // [bf16_|fp16_]zero_pp_rank_R_mp_rank_MM_optim_states.pt
+    kModelStates,         // mp_rank_MM_model_states.pt
+    kRankModelStates,     // zero_pp_rank_R_mp_rank_MM_model_states.pt
+    kPipelineLayer,       // layer_LL[-model_MM]-model_states.pt
+    kExpertModelStates,   // [layer_L_]expert_E_mp_rank_MM_model_states.pt
+    kExpertOptimStates,   // expp_rank_R_mp_rank_MM_optim_states.pt
+    kUnrecognizedStates,  // any other *_optim_states.pt / *_model_states.pt
+    kOther,               // not part of the checkpoint proper (zero_to_fp32.py, rng states, ...)
+};
+
+struct CheckpointFileName {
+    CheckpointFileRole role = CheckpointFileRole::kOther;
+    std::uint64_t dp_rank = 0;
+    std::uint64_t mp_rank = 0;
+    std::string prefix;  // "", "bf16_" or "fp16_" for optimizer files
+};
+
+// Parses one file name of a tag folder (pure; the grammar of §1.2).
+CheckpointFileName parse_checkpoint_file_name(std::string_view name);
+
+struct CheckpointFiles {
+    std::string checkpoint_dir;  // absolute; the folder holding `latest` (or the tag's parent)
+    std::string tag;
+    std::string tag_dir;  // absolute
+    // Absolute paths in rank order. Stage 0-2 checkpoints have one model file, stage 3 one per
+    // rank (`per_rank_model_files`).
+    std::vector<std::string> model_files;
+    bool per_rank_model_files = false;
+    std::vector<std::string> optim_files;
+    std::string optim_prefix;  // "", "bf16_" or "fp16_"
+    // <tag_dir>/offloaded_tensors exists: ZeRO-3 NVMe optimizer offload.
+    bool has_offloaded_tensors = false;
+};
+
+// `tag` empty means: read CKPT_DIR/latest, or use CKPT_DIR itself when it is a tag folder.
+CheckpointFiles discover_checkpoint(const std::string& checkpoint_dir, const std::string& tag);
+
+// Hugging Face files worth carrying next to the weights so that from_pretrained(OUT_DIR) works
+// (config.json, generation_config.json, tokenizer*, special_tokens_map.json, chat_template*,
+// ...), found in `dir`. Names only, sorted.
+std::vector<std::string> find_hf_side_files(const std::string& dir);
+
+}  // namespace z2f

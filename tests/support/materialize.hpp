@@ -1,0 +1,16 @@
+// Serial consolidation for tests: reads a planned tensor's source extents into memory and
+// converts them to its output dtype with a simple, independent reference conversion
+// (widening only: bf16/fp16 -> fp32, int64/bool -> fp32, or no conversion).
+#pragma once
+
+#include <cstddef>
+#include <vector>
+
+#include "plan/tensor_plan.hpp"
+
+namespace z2f::testing {
+
+std::vector<std::byte> read_source_bytes(const TensorPlan& plan, const PlannedTensor& tensor);
+std::vector<std::byte> materialize(const TensorPlan& plan, std::size_t index);
+
+}  // namespace z2f::testing
