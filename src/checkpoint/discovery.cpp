@@ -210,7 +210,6 @@ CheckpointFiles discover_checkpoint(const std::string& checkpoint_dir, const std
     std::map<std::uint64_t, std::string> optim_by_rank;
     std::map<std::uint64_t, std::string> model_by_rank;
     std::vector<std::string> shared_model;
-    std::vector<std::uint64_t> mp_ranks;
     std::string prefix;
     bool first_optim = true;
     for (const std::string& name : names) {
@@ -245,7 +244,12 @@ CheckpointFiles discover_checkpoint(const std::string& checkpoint_dir, const std
         if (!io::is_regular_file(path)) {
             throw_input_error(path, "is not a regular file");
         }
-        mp_ranks.push_back(parsed.mp_rank);
+        if (parsed.mp_rank != 0) {
+            throw_unsupported(path, "file of model-parallel rank " + std::to_string(parsed.mp_rank) +
+                                        ": tensor- or pipeline-parallel checkpoints (several "
+                                        "mp_rank_XX) are not supported; convert them with "
+                                        "DeepSpeed's ds_to_universal.py");
+        }
         if (parsed.role == CheckpointFileRole::kOptimStates) {
             if (first_optim) {
                 prefix = parsed.prefix;
@@ -271,14 +275,6 @@ CheckpointFiles discover_checkpoint(const std::string& checkpoint_dir, const std
         }
     }
 
-    std::sort(mp_ranks.begin(), mp_ranks.end());
-    mp_ranks.erase(std::unique(mp_ranks.begin(), mp_ranks.end()), mp_ranks.end());
-    if (mp_ranks.size() > 1 || (mp_ranks.size() == 1 && mp_ranks[0] != 0)) {
-        throw_unsupported(files.tag_dir, "files of " + std::to_string(mp_ranks.size()) +
-                                             " model-parallel ranks (mp_rank_XX): tensor- or "
-                                             "pipeline-parallel checkpoints are not supported; "
-                                             "convert them with DeepSpeed's ds_to_universal.py");
-    }
     if (optim_by_rank.empty()) {
         throw_input_error(files.tag_dir, "no *_optim_states.pt files: not a ZeRO (stage 1-3) "
                                          "checkpoint. A ZeRO-0 or plain checkpoint holds its "

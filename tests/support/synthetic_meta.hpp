@@ -1,0 +1,31 @@
+// Hand-built CheckpointMeta for plan tests: no files, just the facts the planner reads. Every
+// fp32 master partition is placed at a distinct offset of its optimizer "file" so that an
+// extent can be decoded back into (rank, element) pairs and checked against the formulas.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "checkpoint/checkpoint_meta.hpp"
+
+namespace z2f::testing {
+
+struct SyntheticParam {
+    std::string name;
+    std::vector<std::uint64_t> shape;
+};
+
+// Stage 1/2 (padding stripped, like DeepSpeed) or BF16_Optimizer (padding kept).
+CheckpointMeta synthetic_stage12(std::uint32_t world, const std::vector<std::vector<SyntheticParam>>& groups,
+                                 bool bf16_optimizer = false);
+
+// Stage 3: one flat partition per sub-group and rank, each sub-group padded per parameter.
+CheckpointMeta synthetic_stage3(std::uint32_t world, const std::vector<std::vector<SyntheticParam>>& subgroups);
+
+// Base file offset of master tensor `group` of rank `rank` in synthetic metas (4-byte elements).
+std::uint64_t synthetic_master_offset(std::uint32_t rank, std::size_t group);
+
+std::uint64_t numel_of(const std::vector<std::uint64_t>& shape);
+
+}  // namespace z2f::testing
