@@ -58,6 +58,8 @@ public:
     void sync() const;
     // Starts write-back of a range without waiting (sync_file_range); a no-op where unsupported.
     void start_writeback(std::uint64_t offset, std::uint64_t length) const;
+    // Waits until the range is on disk (sync_file_range WAIT_BEFORE|WRITE|WAIT_AFTER).
+    void wait_writeback(std::uint64_t offset, std::uint64_t length) const;
     // Drops the range from the page cache (posix_fadvise DONTNEED); advisory, never fails.
     void drop_cache(std::uint64_t offset, std::uint64_t length) const;
     void close();
@@ -67,6 +69,12 @@ private:
     int fd_ = -1;
     std::string path_;
 };
+
+// One copy_file_range call: copies up to `length` bytes in the kernel. Returns the bytes copied
+// (0 at end of input), or -errno when the call is refused (EXDEV, EOPNOTSUPP, ENOSYS, EINVAL,
+// ...) so that the caller can fall back to reading and writing. Other failures throw.
+std::int64_t copy_file_range_once(const File& input, std::uint64_t input_offset, const File& output,
+                                  std::uint64_t output_offset, std::uint64_t length);
 
 // Reads a whole small file (at most max_bytes, else an input error).
 std::string read_small_file(const std::string& path, std::size_t max_bytes);

@@ -1,0 +1,208 @@
+#include "io/extent_copier.hpp"
+
+#include <algorithm>
+#include <cstring>
+#include <deque>
+
+#include "common/crc32.hpp"
+#include "io/dtype_convert.hpp"
+#include "io/mapped_window.hpp"
+#include "zero2fp32/error.hpp"
+
+namespace z2f::io {
+namespace {
+
+// Output is pushed to disk in windows of this size; at most two windows stay in the page
+// cache, so a rank's cache footprint is bounded whatever the output size.
+constexpr std::uint64_t kWritebackWindow = std::uint64_t{32} << 20;
+
+}  // namespace
+
+// Buffered writer of one output file: collects contiguous bytes, writes them with pwrite, and
+// keeps the output's page-cache footprint bounded (start write-back of each window, wait for
+// and drop the window before it).
+class ExtentCopier::OutputStream {
+public:
+    OutputStream(const File& file, std::span<std::byte> buffer) : file_(file), buffer_(buffer) {}
+
+    // Writable space for bytes going to `offset`; flushes first when `offset` does not continue
+    // the pending bytes or when the buffer is full.
+    std::span<std::byte> space_at(std::uint64_t offset) {
+        if (used_ > 0 && (offset != start_ + used_ || used_ == buffer_.size())) {
+            flush();
+        }
+        if (used_ == 0) {
+            start_ = offset;
+        }
+        return buffer_.subspan(used_);
+    }
+    void commit(std::size_t bytes) { used_ += bytes; }
+    const File& file() const noexcept { return file_; }
+
+    void flush() {
+        if (used_ == 0) {
+            return;
+        }
+        file_.write_all(start_, std::span(buffer_.data(), used_));
+        note_written(start_, used_);
+        used_ = 0;
+    }
+
+    // Bytes written around the buffer (copy_file_range) still count for write-back.
+    void note_written(std::uint64_t offset, std::uint64_t length) {
+        window_begin_ = std::min(window_begin_, offset);
+        window_end_ = std::max(window_end_, offset + length);
+        if (window_end_ - window_begin_ >= kWritebackWindow) {
+            file_.start_writeback(window_begin_, window_end_ - window_begin_);
+            started_.emplace_back(window_begin_, window_end_ - window_begin_);
+            window_begin_ = UINT64_MAX;
+            window_end_ = 0;
+            if (started_.size() > 1) {
+                auto [begin, length2] = started_.front();
+                started_.pop_front();
+                file_.wait_writeback(begin, length2);
+                file_.drop_cache(begin, length2);
+            }
+        }
+    }
+
+private:
+    const File& file_;
+    std::span<std::byte> buffer_;
+    std::size_t used_ = 0;
+    std::uint64_t start_ = 0;
+    std::uint64_t window_begin_ = UINT64_MAX;
+    std::uint64_t window_end_ = 0;
+    std::deque<std::pair<std::uint64_t, std::uint64_t>> started_;
+};
+
+ExtentCopier::ExtentCopier(InputFiles& inputs, const CopyOptions& options)
+    : inputs_(inputs), options_(options) {
+    // Half the budget for output bytes, half for input chunks (pread + conversion) or mapped
+    // windows, so the total stays within --buffer-size.
+    std::size_t half = std::max<std::size_t>(options_.buffer_size / 2, 64);
+    output_buffer_.resize(half);
+    if (options_.backend != IoBackend::kMmap) {
+        input_buffer_.resize(half);
+    }
+}
+
+ExtentCopier::~ExtentCopier() = default;
+
+std::vector<std::uint32_t> ExtentCopier::copy(const File& output, std::span<const SlotCopy> slots) {
+    OutputStream out(output, output_buffer_);
+    std::vector<std::uint32_t> crcs(slots.size(), 0);
+    for (std::size_t i = 0; i < slots.size(); ++i) {
+        if (!copy_in_kernel(out, slots[i])) {
+            copy_slot(out, slots[i], crcs[i]);
+        }
+    }
+    out.flush();
+    return crcs;
+}
+
+bool ExtentCopier::copy_in_kernel(OutputStream& out, const SlotCopy& slot) {
+    const PlannedTensor& tensor = *slot.tensor;
+    if (options_.backend != IoBackend::kCopyFileRange || fell_back_ || slot.want_crc ||
+        tensor.source_dtype != tensor.output_dtype) {
+        return false;
+    }
+    out.flush();
+    std::uint64_t position = slot.offset;
+    for (const SourceExtent& extent : tensor.extents) {
+        const File& input = inputs_.get(extent.file);
+        std::uint64_t done = 0;
+        while (done < extent.length) {
+            std::uint64_t want = std::min<std::uint64_t>(extent.length - done, output_buffer_.size());
+            std::int64_t copied =
+                copy_file_range_once(input, extent.offset + done, out.file(), position, want);
+            if (copied < 0) {
+                // Refused (another file system, no support): the pread path redoes this slot;
+                // rewriting the bytes already copied is harmless.
+                fell_back_ = true;
+                return false;
+            }
+            if (copied == 0) {
+                throw_input_error(input.path(), "file is truncated: expected " +
+                                                    std::to_string(extent.length - done) +
+                                                    " more bytes at offset " +
+                                                    std::to_string(extent.offset + done));
+            }
+            auto bytes = static_cast<std::uint64_t>(copied);
+            out.note_written(position, bytes);
+            if (options_.drop_input_cache) {
+                input.drop_cache(extent.offset + done, bytes);
+            }
+            done += bytes;
+            position += bytes;
+            if (options_.on_progress) {
+                options_.on_progress(bytes);
+            }
+        }
+    }
+    return true;
+}
+
+void ExtentCopier::copy_slot(OutputStream& out, const SlotCopy& slot, std::uint32_t& crc) {
+    const PlannedTensor& tensor = *slot.tensor;
+    const bool convert = tensor.source_dtype != tensor.output_dtype;
+    const std::size_t in_item = dtype_size(tensor.source_dtype);
+    const std::size_t out_item = dtype_size(tensor.output_dtype);
+    std::uint64_t position = slot.offset;
+    crc = 0;
+    for (const SourceExtent& extent : tensor.extents) {
+        if (extent.length % in_item != 0) {
+            throw_internal_error("extent of '" + tensor.name + "' is not a whole number of elements");
+        }
+        const File& input = inputs_.get(extent.file);
+        std::uint64_t done = 0;
+        while (done < extent.length) {
+            std::span<std::byte> space = out.space_at(position);
+            std::uint64_t elements = (extent.length - done) / in_item;
+            elements = std::min<std::uint64_t>(elements, space.size() / out_item);
+            std::size_t window = options_.backend == IoBackend::kMmap ? output_buffer_.size()
+                                                                       : input_buffer_.size();
+            if (convert || options_.backend == IoBackend::kMmap) {
+                elements = std::min<std::uint64_t>(elements, window / in_item);
+            }
+            const std::size_t in_bytes = static_cast<std::size_t>(elements * in_item);
+            const std::size_t out_bytes = static_cast<std::size_t>(elements * out_item);
+            std::span<std::byte> target = space.first(out_bytes);
+            const std::uint64_t source_offset = extent.offset + done;
+            if (options_.backend == IoBackend::kMmap) {
+                with_mapped_range(input, source_offset, in_bytes, [&](std::span<const std::byte> src) {
+                    if (convert) {
+                        convert_elements(tensor.source_dtype, src, tensor.output_dtype, target);
+                    } else {
+                        std::memcpy(target.data(), src.data(), in_bytes);
+                    }
+                });
+            } else if (convert) {
+                std::span<std::byte> chunk = std::span(input_buffer_).first(in_bytes);
+                input.read_exact(source_offset, chunk);
+                convert_elements(tensor.source_dtype, chunk, tensor.output_dtype, target);
+            } else {
+                input.read_exact(source_offset, target);
+            }
+            if (slot.want_crc) {
+                crc = crc32_update(crc, target);
+            }
+            out.commit(out_bytes);
+            if (options_.drop_input_cache) {
+                input.drop_cache(source_offset, in_bytes);
+            }
+            position += out_bytes;
+            done += in_bytes;
+            if (options_.on_progress) {
+                options_.on_progress(out_bytes);
+            }
+        }
+    }
+    if (position != slot.offset + tensor.output_bytes()) {
+        throw_internal_error("tensor '" + tensor.name + "' filled " +
+                             std::to_string(position - slot.offset) + " of its " +
+                             std::to_string(tensor.output_bytes()) + " output bytes");
+    }
+}
+
+}  // namespace z2f::io

@@ -1,0 +1,73 @@
+// The copy engine: tensor bytes from input extents to output slots, through a bounded buffer.
+//
+// For each slot (one output tensor) the copier walks the tensor's source extents in order,
+// reads them in chunks, converts the element type when the output dtype differs, optionally
+// folds the output bytes into a CRC-32 (torch zip records need one), and writes them at the
+// slot's offset. Memory is bounded by `buffer_size` whatever the tensor or model size:
+//
+//   pread            input chunk -> [convert] -> output buffer -> pwrite
+//   mmap             mapped window (<= buffer) -> [convert] -> output buffer -> pwrite
+//   copy_file_range  in-kernel copy, only when the bytes need neither conversion nor a CRC;
+//                    falls back to pread where the file system refuses (EXDEV, EOPNOTSUPP...)
+//
+// Consecutive slots that are contiguous in the output share buffered writes. Input ranges are
+// dropped from the page cache after use and the output is pushed to disk in windows (see
+// OutputStream), because Slurm charges page cache to the job's memory limit.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <span>
+#include <vector>
+
+#include "io/input_files.hpp"
+#include "io/posix_file.hpp"
+#include "plan/tensor_plan.hpp"
+
+namespace z2f::io {
+
+enum class IoBackend : std::uint8_t { kMmap, kPread, kCopyFileRange };
+
+struct CopyOptions {
+    IoBackend backend = IoBackend::kPread;
+    std::size_t buffer_size = std::size_t{16} << 20;
+    bool drop_input_cache = true;
+    // Called after every chunk with the number of output bytes it completed; may throw to stop
+    // the copy (an error elsewhere, a termination signal).
+    std::function<void(std::uint64_t)> on_progress;
+};
+
+// One tensor to place: its source (for an alias being written out again, the owner's
+// extents), its output slot, and whether the slot's CRC-32 is wanted.
+struct SlotCopy {
+    const PlannedTensor* tensor = nullptr;
+    std::uint64_t offset = 0;
+    bool want_crc = false;
+};
+
+class ExtentCopier {
+public:
+    ExtentCopier(InputFiles& inputs, const CopyOptions& options);
+    ~ExtentCopier();
+
+    // Copies the slots (ascending offsets) into `output`; returns the CRC-32 of each slot that
+    // asked for one (0 for the others).
+    std::vector<std::uint32_t> copy(const File& output, std::span<const SlotCopy> slots);
+
+    // Whether copy_file_range was refused and the copier fell back to pread.
+    bool fell_back() const noexcept { return fell_back_; }
+
+private:
+    class OutputStream;
+    void copy_slot(OutputStream& out, const SlotCopy& slot, std::uint32_t& crc);
+    bool copy_in_kernel(OutputStream& out, const SlotCopy& slot);
+
+    InputFiles& inputs_;
+    CopyOptions options_;
+    std::vector<std::byte> input_buffer_;
+    std::vector<std::byte> output_buffer_;
+    bool fell_back_ = false;
+};
+
+}  // namespace z2f::io
