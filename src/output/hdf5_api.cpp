@@ -1,0 +1,87 @@
+#include "output/hdf5_api.hpp"
+
+#include <array>
+#include <string>
+
+#include "zero2fp32/error.hpp"
+
+namespace z2f::hdf5 {
+namespace {
+
+struct StackText {
+    std::string text;
+    unsigned entries = 0;
+};
+
+constexpr unsigned kMaxStackEntries = 8;
+
+// Appends "; <function>: <description> (<minor message>)" for one error stack entry.
+herr_t append_entry(unsigned /*index*/, const H5E_error2_t* entry, void* client) noexcept {
+    auto* out = static_cast<StackText*>(client);
+    if (out->entries >= kMaxStackEntries) {
+        return 0;
+    }
+    ++out->entries;
+    try {
+        out->text += "; ";
+        if (entry->func_name != nullptr) {
+            out->text += entry->func_name;
+            out->text += ": ";
+        }
+        out->text += entry->desc != nullptr ? entry->desc : "(no description)";
+        std::array<char, 160> minor{};
+        if (H5Eget_msg(entry->min_num, nullptr, minor.data(), minor.size()) > 0) {
+            out->text += " (";
+            out->text += minor.data();
+            out->text += ")";
+        }
+    } catch (...) {
+        return -1;  // out of memory while formatting: stop the walk, keep what we have
+    }
+    return 0;
+}
+
+}  // namespace
+
+void Handle::reset() noexcept {
+    if (id_ >= 0 && close_ != nullptr) {
+        QuietErrors quiet;
+        if (close_(id_) < 0) {
+            H5Eclear2(default_error_stack());
+        }
+    }
+    id_ = H5I_INVALID_HID;
+}
+
+void Handle::close(std::string_view what) {
+    if (id_ < 0) {
+        return;
+    }
+    hid_t id = std::exchange(id_, H5I_INVALID_HID);
+    check(close_(id), what);
+}
+
+void throw_error(std::string_view what) {
+    StackText stack;
+    H5Ewalk2(default_error_stack(), H5E_WALK_DOWNWARD, append_entry, &stack);
+    H5Eclear2(default_error_stack());
+    std::string message = "HDF5: ";
+    message += what;
+    message += stack.entries == 0 ? std::string("; no HDF5 error stack") : stack.text;
+    throw Error(ErrorKind::kInternal, std::move(message));
+}
+
+QuietErrors::QuietErrors() noexcept {
+    if (H5Eget_auto2(default_error_stack(), &previous_function_, &previous_data_) >= 0) {
+        restore_ = true;
+    }
+    H5Eset_auto2(default_error_stack(), nullptr, nullptr);
+}
+
+QuietErrors::~QuietErrors() {
+    if (restore_) {
+        H5Eset_auto2(default_error_stack(), previous_function_, previous_data_);
+    }
+}
+
+}  // namespace z2f::hdf5
