@@ -15,6 +15,15 @@ struct StackText {
 
 constexpr unsigned kMaxStackEntries = 8;
 
+// Appends `text` with line breaks and other control characters turned into spaces (HDF5 puts
+// ctime() strings, newline included, into some descriptions); the message stays one line.
+void append_one_line(std::string& out, const char* text) {
+    for (; *text != '\0'; ++text) {
+        const auto c = static_cast<unsigned char>(*text);
+        out += c < 0x20 ? ' ' : *text;
+    }
+}
+
 // Appends "; <function>: <description> (<minor message>)" for one error stack entry.
 herr_t append_entry(unsigned /*index*/, const H5E_error2_t* entry, void* client) noexcept {
     auto* out = static_cast<StackText*>(client);
@@ -25,14 +34,14 @@ herr_t append_entry(unsigned /*index*/, const H5E_error2_t* entry, void* client)
     try {
         out->text += "; ";
         if (entry->func_name != nullptr) {
-            out->text += entry->func_name;
+            append_one_line(out->text, entry->func_name);
             out->text += ": ";
         }
-        out->text += entry->desc != nullptr ? entry->desc : "(no description)";
+        append_one_line(out->text, entry->desc != nullptr ? entry->desc : "(no description)");
         std::array<char, 160> minor{};
         if (H5Eget_msg(entry->min_num, nullptr, minor.data(), minor.size()) > 0) {
             out->text += " (";
-            out->text += minor.data();
+            append_one_line(out->text, minor.data());
             out->text += ")";
         }
     } catch (...) {

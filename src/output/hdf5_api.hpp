@@ -10,7 +10,6 @@
 // privately, and nothing outside the HDF5 writer needs it).
 #pragma once
 
-#include <cstdint>
 #include <string_view>
 #include <utility>
 

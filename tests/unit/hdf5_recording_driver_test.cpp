@@ -2,10 +2,13 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
+#include <string>
 #include <vector>
 
 #include <gtest/gtest.h>
 
+#include "output/hdf5_api.hpp"
 #include "zero2fp32/error.hpp"
 
 namespace z2f::hdf5 {
@@ -103,6 +106,102 @@ TEST(RecordedFile, RangesOverflowingTheAddressSpaceAreRefused) {
     RecordedFile file;
     EXPECT_THROW(file.write(UINT64_MAX - 1, filled(4, 0)), Error);
     EXPECT_THROW(file.reserve_raw(UINT64_MAX - 1, 4), Error);
+}
+
+// ---------------------------------------------------------------------------------------------
+// The driver, driven by the HDF5 library
+
+Handle recording_fapl(RecordedFile& file) {
+    Handle fapl = checked(H5Pcreate(H5P_FILE_ACCESS), H5Pclose, "fapl");
+    use_recording_driver(fapl.get(), file);
+    return fapl;
+}
+
+TEST(RecordingDriver, AFileBuiltInMemoryReopensThroughTheDriver) {
+    QuietErrors quiet;
+    RecordedFile recorded;
+    {
+        Handle fapl = recording_fapl(recorded);
+        Handle file =
+            checked(H5Fcreate("memory.h5", create_truncate_flag(), default_plist(), fapl.get()),
+                    H5Fclose, "create");
+        const hsize_t count = 3;
+        Handle space = checked(H5Screate_simple(1, &count, nullptr), H5Sclose, "space");
+        Handle dataset = checked(H5Dcreate2(file.get(), "values", H5T_STD_I32LE, space.get(),
+                                            default_plist(), default_plist(), default_plist()),
+                                 H5Dclose, "dataset");
+        const std::int32_t values[3] = {7, -8, 9};
+        check(H5Dwrite(dataset.get(), H5T_NATIVE_INT32, all_selection(), all_selection(),
+                       default_plist(), values),
+              "write");
+        dataset.close("close dataset");
+        file.close("close file");
+    }
+    EXPECT_TRUE(recorded.driver_error().empty()) << recorded.driver_error();
+    EXPECT_GT(recorded.eof(), 0u);
+    EXPECT_EQ(recorded.eof(), recorded.eoa());
+    std::vector<std::byte> signature(8);
+    recorded.read(0, signature);
+    EXPECT_EQ(std::memcmp(signature.data(), "\x89HDF\r\n\x1a\n", 8), 0);
+
+    // Opening without H5F_ACC_TRUNC keeps the recorded bytes: the library reads its own file.
+    Handle fapl = recording_fapl(recorded);
+    Handle file = checked(H5Fopen("memory.h5", read_only_flag(), fapl.get()), H5Fclose, "reopen");
+    Handle dataset =
+        checked(H5Dopen2(file.get(), "values", default_plist()), H5Dclose, "open dataset");
+    std::int32_t values[3] = {};
+    check(H5Dread(dataset.get(), H5T_NATIVE_INT32, all_selection(), all_selection(),
+                  default_plist(), values),
+          "read");
+    EXPECT_EQ(values[0], 7);
+    EXPECT_EQ(values[1], -8);
+    EXPECT_EQ(values[2], 9);
+}
+
+TEST(RecordingDriver, WritesIntoReservedDataFailWithTheDriversReason) {
+    QuietErrors quiet;
+    RecordedFile recorded;
+    Handle fapl = recording_fapl(recorded);
+    Handle file =
+        checked(H5Fcreate("memory.h5", create_truncate_flag(), default_plist(), fapl.get()),
+                H5Fclose, "create");
+    Handle dcpl = checked(H5Pcreate(H5P_DATASET_CREATE), H5Pclose, "dcpl");
+    check(H5Pset_layout(dcpl.get(), H5D_CONTIGUOUS), "layout");
+    check(H5Pset_alloc_time(dcpl.get(), H5D_ALLOC_TIME_EARLY), "alloc time");
+    check(H5Pset_fill_time(dcpl.get(), H5D_FILL_TIME_NEVER), "fill time");
+    const hsize_t count = 4096;
+    Handle space = checked(H5Screate_simple(1, &count, nullptr), H5Sclose, "space");
+    Handle dataset = checked(H5Dcreate2(file.get(), "data", H5T_STD_U8LE, space.get(),
+                                        default_plist(), dcpl.get(), default_plist()),
+                             H5Dclose, "dataset");
+    const haddr_t offset = H5Dget_offset(dataset.get());
+    ASSERT_NE(offset, undefined_address());
+    EXPECT_EQ(recorded.recorded_bytes_in(offset, count), 0u) << "fill time never: no data write";
+    recorded.reserve_raw(offset, count);
+
+    const std::vector<std::uint8_t> bytes(count, 0xAB);
+    EXPECT_LT(H5Dwrite(dataset.get(), H5T_NATIVE_UINT8, all_selection(), all_selection(),
+                       default_plist(), bytes.data()),
+              0);
+    EXPECT_NE(recorded.driver_error().find("into the data of a tensor dataset"), std::string::npos)
+        << recorded.driver_error();
+    H5Eclear2(default_error_stack());
+}
+
+TEST(Hdf5Api, FailuresCarryHdf5sErrorStack) {
+    QuietErrors quiet;
+    try {
+        Handle file =
+            checked(H5Fopen("/nonexistent-z2f-dir/missing.h5", read_only_flag(), default_plist()),
+                    H5Fclose, "opening the missing file");
+        ADD_FAILURE() << "opened a missing file";
+    } catch (const Error& error) {
+        const std::string message = error.what();
+        EXPECT_EQ(error.kind(), ErrorKind::kInternal);
+        EXPECT_EQ(message.rfind("HDF5: opening the missing file; ", 0), 0u) << message;
+        EXPECT_NE(message.find("H5Fopen"), std::string::npos) << message;
+        EXPECT_EQ(message.find('\n'), std::string::npos) << "one line: " << message;
+    }
 }
 
 }  // namespace
