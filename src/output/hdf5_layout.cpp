@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cstddef>
-#include <cstring>
 #include <map>
 #include <set>
 #include <string>
@@ -293,7 +292,7 @@ PropertyLists make_property_lists(hdf5::RecordedFile& recorded) {
     lists.file_create =
         checked(H5Pcreate(H5P_FILE_CREATE), H5Pclose, "creating a file creation list");
     // The root group is created from the file creation list: no timestamps on it either.
-    check(H5Pset_obj_track_times(lists.file_create.get(), 0), "disabling root group times");
+    check(H5Pset_obj_track_times(lists.file_create.get(), false), "disabling root group times");
 
     lists.file_access =
         checked(H5Pcreate(H5P_FILE_ACCESS), H5Pclose, "creating a file access list");
@@ -309,12 +308,12 @@ PropertyLists make_property_lists(hdf5::RecordedFile& recorded) {
 
     lists.group_create =
         checked(H5Pcreate(H5P_GROUP_CREATE), H5Pclose, "creating a group creation list");
-    check(H5Pset_obj_track_times(lists.group_create.get(), 0), "disabling group times");
+    check(H5Pset_obj_track_times(lists.group_create.get(), false), "disabling group times");
 
     lists.dataset_create =
         checked(H5Pcreate(H5P_DATASET_CREATE), H5Pclose, "creating a dataset creation list");
     const hid_t dcpl = lists.dataset_create.get();
-    check(H5Pset_obj_track_times(dcpl, 0), "disabling dataset times");
+    check(H5Pset_obj_track_times(dcpl, false), "disabling dataset times");
     check(H5Pset_layout(dcpl, H5D_CONTIGUOUS), "choosing contiguous layout");
     check(H5Pset_alloc_time(dcpl, H5D_ALLOC_TIME_EARLY), "choosing early allocation");
     check(H5Pset_fill_time(dcpl, H5D_FILL_TIME_NEVER), "choosing fill time never");

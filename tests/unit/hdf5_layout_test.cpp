@@ -670,6 +670,23 @@ TEST(Hdf5Layout, NamesThatAreNotHdf5PathsAreRefused) {
     EXPECT_NO_THROW(layout_of({"x/__names__", "a.b", "a/b.c", "a/d"}));
 }
 
+TEST(Hdf5Layout, Utf8NamesBecomeUtf8Links) {
+    TensorPlan plan;
+    const std::string name = "couche/poids.\xC3\xA9t\xC3\xA9";  // "couche/poids.été"
+    plan.tensors.push_back(tensor(name, {2}, DType::kF32));
+    const OutputFileLayout layout =
+        layout_hdf5_file("utf8.h5", plan, all_indices(plan), sample_options());
+    TempDir dir;
+    const std::string path = (dir.path / "utf8.h5").string();
+    realise(layout, plan, path, true);
+    expect_file_matches_plan(path, plan, all_indices(plan), sample_options());
+    hdf5::QuietErrors quiet;
+    Handle file = open_file(path);
+    H5L_info_t link{};
+    check(H5Lget_info(file.get(), name.c_str(), &link, hdf5::default_plist()), "link info");
+    EXPECT_EQ(link.cset, H5T_CSET_UTF8);
+}
+
 TEST(Hdf5Layout, BadIndicesAreInternalErrors) {
     const TensorPlan plan = sample_plan();
     const std::vector<std::uint32_t> duplicate{1, 1};
