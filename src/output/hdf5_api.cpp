@@ -1,19 +1,19 @@
 #include "output/hdf5_api.hpp"
 
 #include <array>
+#include <cstddef>
 #include <string>
+#include <vector>
 
 #include "zero2fp32/error.hpp"
 
 namespace z2f::hdf5 {
 namespace {
 
-struct StackText {
-    std::string text;
-    unsigned entries = 0;
-};
-
-constexpr unsigned kMaxStackEntries = 8;
+// Entries are kept from the outermost call (the API function we called) to the innermost one
+// (usually the real reason). Long stacks keep both ends.
+constexpr std::size_t kOuterEntries = 2;
+constexpr std::size_t kInnerEntries = 6;
 
 // Appends `text` with line breaks and other control characters turned into spaces (HDF5 puts
 // ctime() strings, newline included, into some descriptions); the message stays one line.
@@ -24,26 +24,23 @@ void append_one_line(std::string& out, const char* text) {
     }
 }
 
-// Appends "; <function>: <description> (<minor message>)" for one error stack entry.
-herr_t append_entry(unsigned /*index*/, const H5E_error2_t* entry, void* client) noexcept {
-    auto* out = static_cast<StackText*>(client);
-    if (out->entries >= kMaxStackEntries) {
-        return 0;
-    }
-    ++out->entries;
+// Records "<function>: <description> (<minor message>)" for one error stack entry.
+herr_t collect_entry(unsigned /*index*/, const H5E_error2_t* entry, void* client) noexcept {
+    auto* entries = static_cast<std::vector<std::string>*>(client);
     try {
-        out->text += "; ";
+        std::string text;
         if (entry->func_name != nullptr) {
-            append_one_line(out->text, entry->func_name);
-            out->text += ": ";
+            append_one_line(text, entry->func_name);
+            text += ": ";
         }
-        append_one_line(out->text, entry->desc != nullptr ? entry->desc : "(no description)");
+        append_one_line(text, entry->desc != nullptr ? entry->desc : "(no description)");
         std::array<char, 160> minor{};
         if (H5Eget_msg(entry->min_num, nullptr, minor.data(), minor.size()) > 0) {
-            out->text += " (";
-            append_one_line(out->text, minor.data());
-            out->text += ")";
+            text += " (";
+            append_one_line(text, minor.data());
+            text += ")";
         }
+        entries->push_back(std::move(text));
     } catch (...) {
         return -1;  // out of memory while formatting: stop the walk, keep what we have
     }
@@ -71,12 +68,25 @@ void Handle::close(std::string_view what) {
 }
 
 void throw_error(std::string_view what) {
-    StackText stack;
-    H5Ewalk2(default_error_stack(), H5E_WALK_DOWNWARD, append_entry, &stack);
+    std::vector<std::string> entries;
+    H5Ewalk2(default_error_stack(), H5E_WALK_DOWNWARD, collect_entry, &entries);
     H5Eclear2(default_error_stack());
     std::string message = "HDF5: ";
     message += what;
-    message += stack.entries == 0 ? std::string("; no HDF5 error stack") : stack.text;
+    if (entries.empty()) {
+        message += "; no HDF5 error stack";
+    }
+    for (std::size_t i = 0; i < entries.size(); ++i) {
+        const bool outer = i < kOuterEntries;
+        const bool inner = i + kInnerEntries >= entries.size();
+        if (outer || inner) {
+            message += "; ";
+            message += entries[i];
+        } else if (i == kOuterEntries) {
+            message += "; ... " + std::to_string(entries.size() - kOuterEntries - kInnerEntries) +
+                       " more ...";
+        }
+    }
     throw Error(ErrorKind::kInternal, std::move(message));
 }
 

@@ -687,6 +687,35 @@ TEST(Hdf5Layout, Utf8NamesBecomeUtf8Links) {
     EXPECT_EQ(link.cset, H5T_CSET_UTF8);
 }
 
+TEST(Hdf5Layout, FailuresMidwayLeaveNoOpenHdf5Objects) {
+    auto layout_with = [](std::vector<std::uint64_t> shape) {
+        TensorPlan plan;
+        plan.tensors.push_back(tensor("fine", {2}, DType::kF32));
+        plan.tensors.push_back(tensor("too.big", std::move(shape), DType::kF32));
+        return layout_hdf5_file("huge.h5", plan, all_indices(plan), sample_options());
+    };
+    // 2^64 bytes: refused before HDF5 sees it.
+    try {
+        layout_with({std::uint64_t{1} << 62});
+        ADD_FAILURE() << "no error";
+    } catch (const Error& error) {
+        EXPECT_EQ(error.kind(), ErrorKind::kUnsupported) << error.what();
+    }
+    // 2^63 bytes: more than the driver's address space; HDF5 fails the allocation.
+    try {
+        layout_with({std::uint64_t{1} << 61});
+        ADD_FAILURE() << "no error";
+    } catch (const Error& error) {
+        EXPECT_EQ(error.kind(), ErrorKind::kInternal) << error.what();
+        EXPECT_NE(std::string(error.what()).find("too.big"), std::string::npos) << error.what();
+    }
+    EXPECT_EQ(H5Fget_obj_count(static_cast<hid_t>(H5F_OBJ_ALL), H5F_OBJ_ALL), 0);
+    const TensorPlan plan = sample_plan();
+    const OutputFileLayout layout =
+        layout_hdf5_file("after.h5", plan, all_indices(plan), sample_options());
+    expect_layout_invariants(layout, plan);
+}
+
 TEST(Hdf5Layout, BadIndicesAreInternalErrors) {
     const TensorPlan plan = sample_plan();
     const std::vector<std::uint32_t> duplicate{1, 1};
