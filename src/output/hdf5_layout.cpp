@@ -495,7 +495,10 @@ OutputFileLayout layout_hdf5_file(std::string file_name, const TensorPlan& plan,
         const hid_t id = file.get();
 
         write_string_attribute(id, "format", "zero2fp32");
-        write_string_attribute(id, "writer", "zero2fp32-mpi " + options.writer_version);
+        write_string_attribute(id, "writer",
+                               options.writer_version.empty()
+                                   ? std::string("zero2fp32-mpi")
+                                   : "zero2fp32-mpi " + options.writer_version);
         write_string_attribute(id, "source_checkpoint", options.source_checkpoint);
         write_names_dataset(id, tensors, lists);
 
@@ -524,12 +527,17 @@ OutputFileLayout layout_hdf5_file(std::string file_name, const TensorPlan& plan,
         }
         file.close("closing " + quoted(layout.name) + " (writing its metadata)");
     } catch (const Error& error) {
-        // HDF5 only says "driver write request failed"; the driver knows why.
-        if (recorded.driver_error().empty()) {
-            throw;
+        // Name the file in every message, and add the driver's reason when there is one (HDF5
+        // itself only says "driver write request failed").
+        std::string message = error.what();
+        const std::string prefix = layout.name + ": ";
+        if (!message.starts_with(prefix)) {
+            message.insert(0, prefix);
         }
-        throw Error(error.kind(),
-                    std::string(error.what()) + "; recording driver: " + recorded.driver_error());
+        if (!recorded.driver_error().empty()) {
+            message += "; recording driver: " + recorded.driver_error();
+        }
+        throw Error(error.kind(), std::move(message));
     }
     if (!recorded.driver_error().empty()) {
         throw_internal_error("HDF5 layout of " + layout.name + ": " + recorded.driver_error());

@@ -77,7 +77,8 @@
 namespace z2f {
 
 struct Hdf5LayoutOptions {
-    // Written as "zero2fp32-mpi <writer_version>" in the root attribute `writer`.
+    // Written as "zero2fp32-mpi <writer_version>" in the root attribute `writer` (just
+    // "zero2fp32-mpi" when empty).
     std::string writer_version;
     // Written as is in the root attribute `source_checkpoint` (e.g. the checkpoint directory).
     std::string source_checkpoint;
