@@ -24,6 +24,12 @@ constexpr std::uint64_t kWritebackWindow = std::uint64_t{32} << 20;
 class ExtentCopier::OutputStream {
 public:
     OutputStream(const File& file, std::span<std::byte> buffer) : file_(file), buffer_(buffer) {}
+    // Compare mode: flush() reads the file back and compares instead of writing.
+    OutputStream(const File& file, std::span<std::byte> buffer, std::span<std::byte> readback)
+        : file_(file), buffer_(buffer), readback_(readback), compare_(true) {}
+
+    bool mismatched() const noexcept { return mismatched_; }
+    void reset_mismatch() noexcept { mismatched_ = false; }
 
     // Writable space for bytes going to `offset`; flushes first when `offset` does not continue
     // the pending bytes or when the buffer is full.
@@ -43,8 +49,16 @@ public:
         if (used_ == 0) {
             return;
         }
-        file_.write_all(start_, std::span(buffer_.data(), used_));
-        note_written(start_, used_);
+        if (compare_) {
+            std::span<std::byte> actual = readback_.first(used_);
+            std::size_t got = file_.read_at_most(start_, actual);
+            if (got != used_ || std::memcmp(actual.data(), buffer_.data(), used_) != 0) {
+                mismatched_ = true;
+            }
+        } else {
+            file_.write_all(start_, std::span(buffer_.data(), used_));
+            note_written(start_, used_);
+        }
         used_ = 0;
     }
 
@@ -69,6 +83,9 @@ public:
 private:
     const File& file_;
     std::span<std::byte> buffer_;
+    std::span<std::byte> readback_;
+    bool compare_ = false;
+    bool mismatched_ = false;
     std::size_t used_ = 0;
     std::uint64_t start_ = 0;
     std::uint64_t window_begin_ = UINT64_MAX;
@@ -80,10 +97,13 @@ ExtentCopier::ExtentCopier(InputFiles& inputs, const CopyOptions& options)
     : inputs_(inputs), options_(options) {
     // Half the budget for output bytes, half for input chunks (pread + conversion) or mapped
     // windows, so the total stays within --buffer-size.
-    std::size_t half = std::max<std::size_t>(options_.buffer_size / 2, 64);
-    output_buffer_.resize(half);
+    std::size_t share = std::max<std::size_t>(options_.buffer_size / (options_.compare ? 3 : 2), 64);
+    output_buffer_.resize(share);
     if (options_.backend != IoBackend::kMmap) {
-        input_buffer_.resize(half);
+        input_buffer_.resize(share);
+    }
+    if (options_.compare) {
+        readback_buffer_.resize(share);
     }
 }
 
@@ -101,9 +121,26 @@ std::vector<std::uint32_t> ExtentCopier::copy(const File& output, std::span<cons
     return crcs;
 }
 
+ExtentCopier::Comparison ExtentCopier::compare(const File& output, std::span<const SlotCopy> slots) {
+    if (!options_.compare) {
+        throw_internal_error("ExtentCopier::compare without CopyOptions::compare");
+    }
+    OutputStream out(output, output_buffer_, readback_buffer_);
+    Comparison result;
+    result.crcs.assign(slots.size(), 0);
+    result.mismatched.assign(slots.size(), false);
+    for (std::size_t i = 0; i < slots.size(); ++i) {
+        out.reset_mismatch();
+        copy_slot(out, slots[i], result.crcs[i]);
+        out.flush();
+        result.mismatched[i] = out.mismatched();
+    }
+    return result;
+}
+
 bool ExtentCopier::copy_in_kernel(OutputStream& out, const SlotCopy& slot) {
     const PlannedTensor& tensor = *slot.tensor;
-    if (options_.backend != IoBackend::kCopyFileRange || fell_back_ || slot.want_crc ||
+    if (options_.backend != IoBackend::kCopyFileRange || options_.compare || fell_back_ || slot.want_crc ||
         tensor.source_dtype != tensor.output_dtype) {
         return false;
     }

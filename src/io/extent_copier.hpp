@@ -36,6 +36,9 @@ struct CopyOptions {
     // Called after every chunk with the number of output bytes it completed; may throw to stop
     // the copy (an error elsewhere, a termination signal).
     std::function<void(std::uint64_t)> on_progress;
+    // Compare with the output file instead of writing it (--verify); the buffer budget is then
+    // shared three ways (input, expected output, bytes read back).
+    bool compare = false;
 };
 
 // One tensor to place: its source (for an alias being written out again, the owner's
@@ -55,6 +58,14 @@ public:
     // asked for one (0 for the others).
     std::vector<std::uint32_t> copy(const File& output, std::span<const SlotCopy> slots);
 
+    struct Comparison {
+        std::vector<std::uint32_t> crcs;
+        std::vector<bool> mismatched;  // per slot
+    };
+    // With CopyOptions::compare: reads `output` back and compares each slot with the bytes its
+    // sources give. `output` must be open for reading.
+    Comparison compare(const File& output, std::span<const SlotCopy> slots);
+
     // Whether copy_file_range was refused and the copier fell back to pread.
     bool fell_back() const noexcept { return fell_back_; }
 
@@ -67,6 +78,7 @@ private:
     CopyOptions options_;
     std::vector<std::byte> input_buffer_;
     std::vector<std::byte> output_buffer_;
+    std::vector<std::byte> readback_buffer_;  // compare mode only
     bool fell_back_ = false;
 };
 

@@ -1,0 +1,35 @@
+// zero2fp32-mpi: `srun -n N zero2fp32-mpi CKPT_DIR OUT_DIR [options]`. A thin front end: parse
+// the command line on every rank (identically), let rank 0 print, run the conversion.
+#include <mpi.h>
+
+#include <cstdio>
+
+#include "cli/command_line.hpp"
+#include "zero2fp32/convert.hpp"
+#include "zero2fp32/error.hpp"
+#include "zero2fp32/version.hpp"
+
+int main(int argc, char** argv) {
+    MPI_Init(&argc, &argv);
+    int rank = 0;
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    z2f::ExitCode code = z2f::ExitCode::kOk;
+    try {
+        z2f::CommandLine command = z2f::parse_command_line(argc, argv);
+        if (const auto* help = std::get_if<z2f::HelpRequest>(&command)) {
+            if (rank == 0) std::fputs(help->text.c_str(), stdout);
+        } else if (std::holds_alternative<z2f::VersionRequest>(command)) {
+            if (rank == 0) std::printf("zero2fp32-mpi %s\n", z2f::kVersion);
+        } else {
+            code = z2f::run_conversion(std::get<z2f::ConvertOptions>(command), MPI_COMM_WORLD);
+        }
+    } catch (const z2f::Error& error) {
+        // Parsing is identical on every rank: all of them exit 2, rank 0 says why.
+        if (rank == 0) {
+            std::fprintf(stderr, "zero2fp32-mpi: %s\nTry 'zero2fp32-mpi --help'.\n", error.what());
+        }
+        code = z2f::ExitCode::kUsage;
+    }
+    MPI_Finalize();
+    return static_cast<int>(code);
+}

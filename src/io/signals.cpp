@@ -1,0 +1,36 @@
+#include "io/signals.hpp"
+
+#include <signal.h>
+
+#include <csignal>
+
+namespace z2f::io {
+namespace {
+
+volatile std::sig_atomic_t g_signal = 0;
+
+extern "C" void on_termination(int signal) { g_signal = signal; }
+
+}  // namespace
+
+void install_signal_handlers() {
+    struct sigaction action {};
+    action.sa_handler = &on_termination;
+    sigemptyset(&action.sa_mask);
+    action.sa_flags = 0;  // no SA_RESTART: a blocking call returns EINTR and the loop re-checks
+    ::sigaction(SIGTERM, &action, nullptr);
+    ::sigaction(SIGINT, &action, nullptr);
+    ::signal(SIGXFSZ, SIG_IGN);
+}
+
+int termination_signal() noexcept { return static_cast<int>(g_signal); }
+
+const char* signal_name(int signal) noexcept {
+    switch (signal) {
+        case SIGTERM: return "SIGTERM";
+        case SIGINT: return "SIGINT";
+        default: return "a signal";
+    }
+}
+
+}  // namespace z2f::io

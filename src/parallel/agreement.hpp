@@ -1,0 +1,73 @@
+// Agreeing on how a phase went, so that every rank takes the same road afterwards.
+//
+// Each rank runs a phase inside `capture()`, which turns any exception into an Outcome instead
+// of letting it escape; then all ranks call `agree()` (an all-gather of the outcomes). Every
+// rank learns every failure, in rank order, and derives the same exit code: interrupted (3) if
+// any rank was interrupted, else the code of the lowest failing rank's error. A rank that only
+// stopped because another one failed reports kStopped, which is not a failure of its own.
+#pragma once
+
+#include <exception>
+#include <new>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "parallel/communicator.hpp"
+#include "zero2fp32/error.hpp"
+
+namespace z2f::parallel {
+
+enum class OutcomeKind : std::uint8_t { kOk, kFailed, kStopped };
+
+struct Outcome {
+    OutcomeKind kind = OutcomeKind::kOk;
+    ErrorKind error = ErrorKind::kInternal;
+    std::string message;
+
+    bool ok() const noexcept { return kind == OutcomeKind::kOk; }
+    static Outcome failure(ErrorKind error, std::string message) {
+        return {OutcomeKind::kFailed, error, std::move(message)};
+    }
+    static Outcome stopped() { return {OutcomeKind::kStopped, ErrorKind::kInternal, {}}; }
+};
+
+// Thrown inside a phase when this rank must stop because another rank failed; captured as
+// kStopped.
+struct StoppedByPeer {};
+
+template <typename Work>
+Outcome capture(Work&& work) noexcept {
+    try {
+        work();
+        return {};
+    } catch (const Error& error) {
+        return Outcome::failure(error.kind(), error.what());
+    } catch (const StoppedByPeer&) {
+        return Outcome::stopped();
+    } catch (const std::bad_alloc&) {
+        return Outcome::failure(ErrorKind::kInternal, "out of memory");
+    } catch (const std::exception& error) {
+        return Outcome::failure(ErrorKind::kInternal, std::string("internal error: ") + error.what());
+    } catch (...) {
+        return Outcome::failure(ErrorKind::kInternal, "internal error: unknown exception");
+    }
+}
+
+struct Failure {
+    int rank = 0;
+    ErrorKind kind = ErrorKind::kInternal;
+    std::string message;
+};
+
+struct Agreement {
+    bool ok = true;
+    std::vector<Failure> failures;  // rank order
+    ExitCode exit_code = ExitCode::kOk;
+    // Messages without repeats (a deterministic error is raised by every rank alike).
+    std::vector<std::string> distinct_messages() const;
+};
+
+Agreement agree(const Communicator& comm, const Outcome& local);
+
+}  // namespace z2f::parallel

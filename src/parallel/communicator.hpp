@@ -1,0 +1,42 @@
+// A thin wrapper over an MPI communicator: the handful of collectives the phases use, on byte
+// buffers. Only metadata ever travels through it (file lists, interpreted pickles, statuses,
+// CRCs, counters); tensor bytes never do.
+//
+// Collectives here never throw on their own (MPI errors abort the job, MPI's default), and
+// callers never enter them with an exception in flight: errors are caught, agreed upon with
+// `agree()` (agreement.hpp), and only then turned back into exceptions or exit codes.
+#pragma once
+
+#include <mpi.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <vector>
+
+namespace z2f::parallel {
+
+class Communicator {
+public:
+    explicit Communicator(MPI_Comm comm);
+
+    int rank() const noexcept { return rank_; }
+    int size() const noexcept { return size_; }
+    MPI_Comm raw() const noexcept { return comm_; }
+    bool is_root() const noexcept { return rank_ == 0; }
+
+    void barrier() const;
+    // Root's bytes on every rank.
+    std::vector<std::byte> broadcast(std::vector<std::byte> bytes, int root = 0) const;
+    // Every rank's bytes on every rank, indexed by rank.
+    std::vector<std::vector<std::byte>> all_gather(std::span<const std::byte> mine) const;
+    std::uint64_t sum(std::uint64_t value) const;
+    std::uint64_t max(std::uint64_t value) const;
+
+private:
+    MPI_Comm comm_;
+    int rank_ = 0;
+    int size_ = 1;
+};
+
+}  // namespace z2f::parallel

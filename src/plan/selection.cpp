@@ -1,0 +1,94 @@
+#include "plan/selection.hpp"
+
+#include <regex>
+#include <unordered_map>
+
+#include "zero2fp32/error.hpp"
+
+namespace z2f {
+namespace {
+
+std::vector<std::regex> compile(const std::vector<std::string>& patterns, const char* option) {
+    std::vector<std::regex> out;
+    for (const std::string& pattern : patterns) {
+        try {
+            out.emplace_back(pattern, std::regex::ECMAScript);
+        } catch (const std::regex_error& error) {
+            throw_usage_error(std::string("invalid ") + option + " regular expression '" + pattern +
+                              "': " + error.what());
+        }
+    }
+    return out;
+}
+
+bool any_match(const std::vector<std::regex>& patterns, const std::string& name) {
+    for (const std::regex& pattern : patterns) {
+        if (std::regex_search(name, pattern)) {
+            return true;
+        }
+    }
+    return false;
+}
+
+}  // namespace
+
+TensorPlan select_tensors(const TensorPlan& plan, const SelectionOptions& options) {
+    std::vector<std::regex> include = compile(options.include, "--include");
+    std::vector<std::regex> exclude = compile(options.exclude, "--exclude");
+
+    const std::size_t count = plan.tensors.size();
+    std::vector<bool> keep(count);
+    for (std::size_t i = 0; i < count; ++i) {
+        const std::string& name = plan.tensors[i].name;
+        keep[i] = (include.empty() || any_match(include, name)) && !any_match(exclude, name);
+    }
+
+    TensorPlan out;
+    out.inputs = plan.inputs;
+    std::vector<std::int64_t> new_index(count, -1);
+    for (std::size_t i = 0; i < count; ++i) {
+        if (!keep[i]) continue;
+        PlannedTensor tensor = plan.tensors[i];
+        if (tensor.is_alias()) {
+            auto owner = static_cast<std::size_t>(tensor.alias_of);
+            if (options.untie || !keep[owner] || new_index[owner] < 0) {
+                // Written as a tensor of its own, from the owner's bytes.
+                const PlannedTensor& source = plan.tensors[owner];
+                tensor.alias_of = -1;
+                tensor.extents = source.extents;
+                tensor.source_dtype = source.source_dtype;
+                tensor.output_dtype = source.output_dtype;
+                tensor.role = source.role;
+            } else {
+                tensor.alias_of = new_index[owner];
+            }
+        }
+        new_index[i] = static_cast<std::int64_t>(out.tensors.size());
+        out.tensors.push_back(std::move(tensor));
+    }
+    if (out.tensors.empty()) {
+        throw_usage_error("no tensor is left after --include/--exclude (the checkpoint has " +
+                          std::to_string(count) + " tensors)");
+    }
+
+    std::unordered_map<std::string, std::string> renamed_from;
+    for (PlannedTensor& tensor : out.tensors) {
+        std::string original = tensor.name;
+        for (const std::string& prefix : options.strip_prefixes) {
+            if (!prefix.empty() && tensor.name.starts_with(prefix)) {
+                tensor.name.erase(0, prefix.size());
+            }
+        }
+        if (tensor.name.empty()) {
+            throw_usage_error("--strip-prefix turns '" + original + "' into an empty name");
+        }
+        auto [it, inserted] = renamed_from.emplace(tensor.name, original);
+        if (!inserted) {
+            throw_usage_error("'" + it->second + "' and '" + original + "' both become '" +
+                              tensor.name + "' after --strip-prefix");
+        }
+    }
+    return out;
+}
+
+}  // namespace z2f
