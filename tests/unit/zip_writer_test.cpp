@@ -2,6 +2,8 @@
 
 #include <filesystem>
 #include <string>
+#include <system_error>
+#include <unistd.h>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -23,11 +25,22 @@ std::vector<std::byte> read_file(const std::string& path) {
     return {bytes.begin(), bytes.end()};
 }
 
-std::string temp_path(const std::string& name) {
-    fs::path dir = fs::temp_directory_path() / ("z2f_zip_test_" + std::to_string(::getpid()));
-    fs::create_directories(dir);
-    return (dir / name).string();
-}
+// A per-test scratch directory, removed with everything in it when the test ends.
+class ScratchDir {
+  public:
+    ScratchDir()
+        : dir_(fs::temp_directory_path() / ("z2f_zip_test_" + std::to_string(::getpid()))) {
+        fs::create_directories(dir_);
+    }
+    ~ScratchDir() {
+        std::error_code ignored;
+        fs::remove_all(dir_, ignored);
+    }
+    std::string path(const std::string& name) const { return (dir_ / name).string(); }
+
+  private:
+    fs::path dir_;
+};
 
 std::vector<std::byte> bytes_of(std::string_view text) {
     auto span = as_byte_span(text);
@@ -178,6 +191,7 @@ TEST(TorchArchiveName, StemOfTheFileName) {
 // torch 1.13 wrote these files; writing the same records with TorchZipWriter must reproduce
 // them byte for byte (same padding, flags, descriptors, central directory and end records).
 TEST(TorchZipWriter, ReproducesTorchFilesByteForByte) {
+    ScratchDir scratch;
     std::size_t checked = 0;
     for (const auto& fixture : fs::directory_iterator(Z2F_TEST_DATA "/deepspeed")) {
         fs::path ref = fixture.path() / "ref";
@@ -194,7 +208,7 @@ TEST(TorchZipWriter, ReproducesTorchFilesByteForByte) {
                 test::ZipArchiveInfo info = test::inspect_zip(source, original.size());
                 test::check_crcs(source, info);
 
-                std::string copy = temp_path("copy.bin");
+                std::string copy = scratch.path("copy.bin");
                 std::string archive = torch_archive_name(file.path().filename().string());
                 TorchZipWriter writer(copy, archive);
                 for (const auto& record : info.records) {
@@ -213,7 +227,8 @@ TEST(TorchZipWriter, ReproducesTorchFilesByteForByte) {
 }
 
 TEST(TorchZipWriter, StreamsRecordsAndAddsVersion) {
-    std::string path = temp_path("stream.bin");
+    ScratchDir scratch;
+    std::string path = scratch.path("stream.bin");
     const std::uint64_t big = (std::uint64_t{4} << 20) * 2 + 12345;  // several 4 MiB chunks
     auto pattern = [](std::uint64_t i) { return static_cast<std::byte>((i * 2654435761u) >> 24); };
     {
@@ -249,7 +264,8 @@ TEST(TorchZipWriter, StreamsRecordsAndAddsVersion) {
 }
 
 TEST(TorchZipWriter, KeepsAnExplicitVersionRecord) {
-    std::string path = temp_path("explicit.bin");
+    ScratchDir scratch;
+    std::string path = scratch.path("explicit.bin");
     {
         TorchZipWriter writer(path, "archive");
         writer.add_record("data.pkl", bytes_of("x"));
