@@ -1,0 +1,37 @@
+#include "common/crc32.hpp"
+
+#include <algorithm>
+
+#include <zlib.h>
+
+namespace z2f {
+namespace {
+
+// zlib takes lengths as uInt (32 bits): feed large spans in pieces.
+constexpr std::size_t kMaxPiece = std::size_t{1} << 30;
+
+static_assert(sizeof(z_off_t) == 8, "crc32_combine needs a 64-bit z_off_t for records over 2 GiB");
+
+}  // namespace
+
+std::uint32_t crc32_update(std::uint32_t crc, std::span<const std::byte> data) noexcept {
+    uLong value = crc;
+    while (!data.empty()) {
+        std::size_t piece = std::min(data.size(), kMaxPiece);
+        value =
+            ::crc32(value, reinterpret_cast<const Bytef*>(data.data()), static_cast<uInt>(piece));
+        data = data.subspan(piece);
+    }
+    return static_cast<std::uint32_t>(value);
+}
+
+std::uint32_t crc32_of(std::span<const std::byte> data) noexcept {
+    return crc32_update(0, data);
+}
+
+std::uint32_t crc32_join(std::uint32_t crc_a, std::uint32_t crc_b, std::uint64_t len_b) noexcept {
+    // z_off_t is signed 64-bit (checked above); no record comes near 2^63 bytes.
+    return static_cast<std::uint32_t>(::crc32_combine(crc_a, crc_b, static_cast<z_off_t>(len_b)));
+}
+
+}  // namespace z2f

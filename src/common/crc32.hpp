@@ -1,0 +1,27 @@
+// CRC-32 as ZIP archives use it (the zlib polynomial, reflected, initial value 0).
+//
+// The one place where the program computes CRCs; everything goes through zlib's crc32 and
+// crc32_combine, never a hand-written table. The copy engine checksums a torch `.bin` storage
+// record extent by extent (possibly on several threads), then joins the pieces in file order:
+//
+//     crc(A ++ B) == crc32_join(crc(A), crc(B), size(B))
+//
+// and crc32_of of an empty span is 0, the CRC a zip entry of length zero carries.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+
+namespace z2f {
+
+// CRC-32 of `data`.
+std::uint32_t crc32_of(std::span<const std::byte> data) noexcept;
+
+// Continues a running CRC: crc32_update(crc32_of(A), B) == crc32_of(A ++ B).
+std::uint32_t crc32_update(std::uint32_t crc, std::span<const std::byte> data) noexcept;
+
+// CRC of the concatenation A ++ B from crc(A), crc(B) and the length of B. O(log len_b).
+std::uint32_t crc32_join(std::uint32_t crc_a, std::uint32_t crc_b, std::uint64_t len_b) noexcept;
+
+}  // namespace z2f
