@@ -464,6 +464,9 @@ private:
             channel.announce_failure();
         }
         if (!comm_.is_root()) channel.report_progress(done, true);
+        comm_.quiet_barrier([&] {
+            if (comm_.is_root()) printer.update(channel.total_progress(done));
+        });
         channel.drain();
         if (comm_.is_root()) printer.finish(channel.total_progress(done));
         peak_open_inputs_ = inputs.peak_open();

@@ -1,6 +1,9 @@
 #include "parallel/communicator.hpp"
 
+#include <algorithm>
+#include <chrono>
 #include <limits>
+#include <thread>
 
 #include "zero2fp32/error.hpp"
 
@@ -12,6 +15,24 @@ Communicator::Communicator(MPI_Comm comm) : comm_(comm) {
 }
 
 void Communicator::barrier() const { MPI_Barrier(comm_); }
+
+void Communicator::quiet_barrier(const std::function<void()>& while_waiting) const {
+    MPI_Request request;
+    MPI_Ibarrier(comm_, &request);
+    auto pause = std::chrono::microseconds(50);
+    while (true) {
+        int done = 0;
+        MPI_Test(&request, &done, MPI_STATUS_IGNORE);
+        if (done != 0) {
+            return;
+        }
+        if (while_waiting) {
+            while_waiting();
+        }
+        std::this_thread::sleep_for(pause);
+        pause = std::min(pause * 2, std::chrono::microseconds(5000));
+    }
+}
 
 std::vector<std::byte> Communicator::broadcast(std::vector<std::byte> bytes, int root) const {
     std::uint64_t size = bytes.size();

@@ -11,6 +11,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <span>
 #include <vector>
 
@@ -26,6 +27,10 @@ public:
     bool is_root() const noexcept { return rank_ == 0; }
 
     void barrier() const;
+    // A barrier that sleeps between polls instead of spinning, so that ranks done early do not
+    // steal CPU from ranks still working on an oversubscribed node; `while_waiting` runs on
+    // every poll (rank 0 keeps the progress display alive with it).
+    void quiet_barrier(const std::function<void()>& while_waiting = {}) const;
     // Root's bytes on every rank.
     std::vector<std::byte> broadcast(std::vector<std::byte> bytes, int root = 0) const;
     // Every rank's bytes on every rank, indexed by rank.
