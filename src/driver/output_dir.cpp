@@ -121,14 +121,14 @@ OutputDirDecision inspect_output_dir(const OutputDirRequest& request) {
     std::sort(present.begin(), present.end());
     std::sort(decision.stale.begin(), decision.stale.end());
 
+    if (!decision.stale.empty() && !request.overwrite) {
+        throw_output_error("'" + dir + "' holds other outputs that would be mixed with this "
+                           "run's: " + list(decision.stale) + "; remove them or use --overwrite");
+    }
     if (!present.empty() && !request.overwrite && !request.resume) {
         throw_output_error("'" + dir + "' already holds output files of this run's names: " +
                            list(present) + "; use --overwrite to replace them or --resume to "
                            "complete an interrupted run");
-    }
-    if (!decision.stale.empty() && !request.overwrite) {
-        throw_output_error("'" + dir + "' holds other outputs that would be mixed with this "
-                           "run's: " + list(decision.stale) + "; remove them or use --overwrite");
     }
 
     if (request.resume && manifest && manifest->run_identity == request.run_identity) {

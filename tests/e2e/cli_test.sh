@@ -57,7 +57,8 @@ expect_rc 1
 expect_stderr "other outputs that would be mixed"
 run_mpi 2 "$Z2F_FIXTURES/z3_ws4_fp32" "$WORK/stale" -q --max-shard-size 5KB --overwrite
 expect_rc 0
-[[ $(ls "$WORK/stale" | grep -c 'of-00003') -eq 0 ]] || fail "stale 3-shard files remain"
+[[ $(ls "$WORK/stale" | grep -c 'of-00002') -eq 0 ]] || fail "stale 2-shard files remain"
+[[ $(ls "$WORK/stale" | grep -c 'of-00003') -eq 3 ]] || fail "the 3 new shards are missing"
 
 case_start "--verify passes, then catches one corrupted byte"
 run_mpi 2 "$Z2F_FIXTURES/z3_ws2_tied_fp32" "$WORK/ver" --verify

@@ -93,7 +93,7 @@ TEST(MpiConversion, DefaultSafetensorsEqualTheEnginesStateDict) {
         auto expected = testing::read_expected_state_dict(testing::fixture_path(std::string(fixture) + "/expected.pt"));
         auto content = testing::read_safetensors(out + "/model.safetensors");
         std::size_t aliases = 0;
-        for (const auto& [key, value] : content.metadata) aliases += key != "format" ? 1 : 0;
+        for (const auto& [key, value] : content.metadata) aliases += key != "format" ? 1u : 0u;
         EXPECT_EQ(content.tensors.size() + aliases, expected.size());
         for (const ExpectedTensor& tensor : content.tensors) {
             const ExpectedTensor* truth = testing::find_tensor(expected, tensor.name);
