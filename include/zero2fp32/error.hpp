@@ -15,9 +15,10 @@ namespace z2f {
 // Process exit codes. Documented in README "Exit codes"; scripts rely on them.
 enum class ExitCode : int {
     kOk = 0,
-    kConversionError = 1,  // malformed or unsupported checkpoint, I/O failure, verification mismatch
-    kUsage = 2,            // bad command line
-    kInterrupted = 3,      // SIGTERM / SIGINT (Slurm time limit, scancel, preemption)
+    kConversionError =
+        1,             // malformed or unsupported checkpoint, I/O failure, verification mismatch
+    kUsage = 2,        // bad command line
+    kInterrupted = 3,  // SIGTERM / SIGINT (Slurm time limit, scancel, preemption)
 };
 
 // What kind of failure an Error reports; decides the exit code and the hint printed with it.
@@ -32,13 +33,13 @@ enum class ErrorKind {
 };
 
 class Error : public std::runtime_error {
-public:
+  public:
     Error(ErrorKind kind, std::string message)
         : std::runtime_error(std::move(message)), kind_(kind) {}
 
     ErrorKind kind() const noexcept { return kind_; }
 
-private:
+  private:
     ErrorKind kind_;
 };
 

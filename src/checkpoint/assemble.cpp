@@ -22,7 +22,8 @@ std::string join_ints(const std::vector<std::int64_t>& values) {
 std::vector<InputFileSpec> checkpoint_inputs(const CheckpointFiles& files) {
     std::vector<InputFileSpec> inputs;
     for (std::size_t i = 0; i < files.model_files.size(); ++i) {
-        inputs.push_back({files.model_files[i], i == 0 ? InputKind::kFirstModel : InputKind::kOtherModel});
+        inputs.push_back(
+            {files.model_files[i], i == 0 ? InputKind::kFirstModel : InputKind::kOtherModel});
     }
     for (const auto& path : files.optim_files) {
         inputs.push_back({path, InputKind::kOptim});
@@ -81,21 +82,23 @@ CheckpointMeta assemble_checkpoint_meta(const CheckpointFiles& files, std::vecto
 
     // Layouts we refuse, each with what to do instead.
     if (model.module_is_none) {
-        throw_unsupported(model_path, "'module' is None: a pipeline-parallel (PipelineEngine) "
-                                      "checkpoint keeps its layers in layer_* files; convert it "
-                                      "with DeepSpeed's ds_to_universal.py");
+        throw_unsupported(model_path,
+                          "'module' is None: a pipeline-parallel (PipelineEngine) "
+                          "checkpoint keeps its layers in layer_* files; convert it "
+                          "with DeepSpeed's ds_to_universal.py");
     }
     if (model.tp_degree > 1 || model.pp_degree > 1 || model.mp_world_size > 1) {
         throw_unsupported(model_path, "tensor/pipeline-parallel checkpoint (tp=" +
-                                          std::to_string(model.tp_degree) + ", pp=" +
-                                          std::to_string(model.pp_degree) + ", mp_world_size=" +
-                                          std::to_string(model.mp_world_size) +
+                                          std::to_string(model.tp_degree) +
+                                          ", pp=" + std::to_string(model.pp_degree) +
+                                          ", mp_world_size=" + std::to_string(model.mp_world_size) +
                                           "); convert it with DeepSpeed's ds_to_universal.py");
     }
     if (model.autoep_zero3) {
-        throw_unsupported(model_path, "AutoEP ZeRO-3 partition-native checkpoint: experts are "
-                                      "partitioned over expert groups; use DeepSpeed's "
-                                      "ds_to_universal.py for expert-aware conversion");
+        throw_unsupported(model_path,
+                          "AutoEP ZeRO-3 partition-native checkpoint: experts are "
+                          "partitioned over expert groups; use DeepSpeed's "
+                          "ds_to_universal.py for expert-aware conversion");
     }
 
     // One stage and layout everywhere.
@@ -111,20 +114,22 @@ CheckpointMeta assemble_checkpoint_meta(const CheckpointFiles& files, std::vecto
         }
     }
     meta.layout = first.layout;
-    meta.zero_stage = first.layout == MasterLayout::kPaddedGroups ? 1 : static_cast<int>(first.zero_stage);
+    meta.zero_stage =
+        first.layout == MasterLayout::kPaddedGroups ? 1 : static_cast<int>(first.zero_stage);
     meta.ds_version = !model.ds_version.empty() ? model.ds_version : first.ds_version;
 
     // World size: zero_to_fp32 takes partition_count (the max of the per-group list).
-    std::int64_t world = *std::max_element(first.partition_count.begin(), first.partition_count.end());
+    std::int64_t world =
+        *std::max_element(first.partition_count.begin(), first.partition_count.end());
     for (std::size_t g = 0; g < first.partition_count.size(); ++g) {
         if (first.partition_count[g] != world) {
-            throw_unsupported(optim0_path,
-                              "param group " + std::to_string(g) + " is partitioned over " +
-                                  std::to_string(first.partition_count[g]) + " ranks, others over " +
-                                  std::to_string(world) + " (partition_count = [" +
-                                  join_ints(first.partition_count) +
-                                  "]): Mixture-of-Experts expert groups are not supported; use "
-                                  "DeepSpeed's ds_to_universal.py");
+            throw_unsupported(
+                optim0_path, "param group " + std::to_string(g) + " is partitioned over " +
+                                 std::to_string(first.partition_count[g]) + " ranks, others over " +
+                                 std::to_string(world) + " (partition_count = [" +
+                                 join_ints(first.partition_count) +
+                                 "]): Mixture-of-Experts expert groups are not supported; use "
+                                 "DeepSpeed's ds_to_universal.py");
         }
     }
     if (static_cast<std::uint64_t>(world) != files.optim_files.size()) {
@@ -138,26 +143,30 @@ CheckpointMeta assemble_checkpoint_meta(const CheckpointFiles& files, std::vecto
     meta.world_size = static_cast<std::uint32_t>(world);
     for (std::int64_t count : first.subgroup_partition_counts) {
         if (count != world) {
-            throw_unsupported(optim0_path, "sub-groups partitioned over " + std::to_string(count) +
-                                               " of " + std::to_string(world) +
-                                               " ranks (AutoEP): use DeepSpeed's ds_to_universal.py");
+            throw_unsupported(optim0_path,
+                              "sub-groups partitioned over " + std::to_string(count) + " of " +
+                                  std::to_string(world) +
+                                  " ranks (AutoEP): use DeepSpeed's ds_to_universal.py");
         }
     }
 
     if (meta.layout == MasterLayout::kPerParam) {
         if (!files.per_rank_model_files) {
-            throw_input_error(files.tag_dir, "ZeRO-3 optimizer files but a single "
-                                             "mp_rank_00_model_states.pt: ZeRO-3 writes one "
-                                             "zero_pp_rank_R_mp_rank_00_model_states.pt per rank");
+            throw_input_error(files.tag_dir,
+                              "ZeRO-3 optimizer files but a single "
+                              "mp_rank_00_model_states.pt: ZeRO-3 writes one "
+                              "zero_pp_rank_R_mp_rank_00_model_states.pt per rank");
         }
         if (files.model_files.size() != meta.world_size) {
-            throw_input_error(files.tag_dir, "expected " + std::to_string(meta.world_size) +
-                                                 " ZeRO-3 model-states files (one per rank), found " +
-                                                 std::to_string(files.model_files.size()));
+            throw_input_error(files.tag_dir,
+                              "expected " + std::to_string(meta.world_size) +
+                                  " ZeRO-3 model-states files (one per rank), found " +
+                                  std::to_string(files.model_files.size()));
         }
     } else if (files.per_rank_model_files) {
-        throw_input_error(files.tag_dir, "ZeRO-1/2 optimizer files but per-rank ZeRO-3 model-states "
-                                         "files: files from different runs?");
+        throw_input_error(files.tag_dir,
+                          "ZeRO-1/2 optimizer files but per-rank ZeRO-3 model-states "
+                          "files: files from different runs?");
     }
 
     if (!model.param_shapes) {
@@ -181,8 +190,9 @@ CheckpointMeta assemble_checkpoint_meta(const CheckpointFiles& files, std::vecto
                              " ranks (MiCS or hpZ sharding)");
     }
     if (meta.layout == MasterLayout::kPaddedGroups) {
-        meta.notes.push_back("BF16_Optimizer checkpoint (no zero_stage): converted as ZeRO-1 with "
-                             "padded partitions");
+        meta.notes.push_back(
+            "BF16_Optimizer checkpoint (no zero_stage): converted as ZeRO-1 with "
+            "padded partitions");
     }
     return meta;
 }

@@ -71,7 +71,8 @@ std::string list_tags(const std::string& dir) {
             tags.push_back(name);
         }
     }
-    std::sort(tags.begin(), tags.end(), [](const auto& a, const auto& b) { return natural_less(a, b); });
+    std::sort(tags.begin(), tags.end(),
+              [](const auto& a, const auto& b) { return natural_less(a, b); });
     if (tags.empty()) {
         return "none found";
     }
@@ -106,7 +107,8 @@ CheckpointFileName parse_checkpoint_file_name(std::string_view name) {
         return out;
     }
     out.role = CheckpointFileRole::kUnrecognizedStates;
-    std::string_view rest = name.substr(0, name.size() - std::string_view("_optim_states.pt").size());
+    std::string_view rest =
+        name.substr(0, name.size() - std::string_view("_optim_states.pt").size());
     if (optim) {
         std::string_view body = rest;
         for (std::string_view prefix : {"bf16_", "fp16_"}) {
@@ -167,8 +169,9 @@ CheckpointFiles discover_checkpoint(const std::string& checkpoint_dir, const std
         throw_input_error(checkpoint_dir, "checkpoint directory does not exist");
     }
     if (!io::is_directory(checkpoint_dir)) {
-        throw_input_error(checkpoint_dir, "is not a directory; expected a DeepSpeed checkpoint "
-                                          "folder (holding 'latest' or *_optim_states.pt files)");
+        throw_input_error(checkpoint_dir,
+                          "is not a directory; expected a DeepSpeed checkpoint "
+                          "folder (holding 'latest' or *_optim_states.pt files)");
     }
     CheckpointFiles files;
     const std::string root = io::absolute_path(checkpoint_dir);
@@ -176,8 +179,8 @@ CheckpointFiles discover_checkpoint(const std::string& checkpoint_dir, const std
         check_tag_text(tag, root);
         std::string candidate = root + "/" + tag;
         if (!io::is_directory(candidate)) {
-            throw_input_error(root, "tag folder '" + tag + "' does not exist (tags here: " +
-                                        list_tags(root) + ")");
+            throw_input_error(root, "tag folder '" + tag +
+                                        "' does not exist (tags here: " + list_tags(root) + ")");
         }
         files.checkpoint_dir = root;
         files.tag = tag;
@@ -191,8 +194,10 @@ CheckpointFiles discover_checkpoint(const std::string& checkpoint_dir, const std
     } else {
         std::string latest = root + "/latest";
         if (!io::path_exists(latest)) {
-            throw_input_error(root, "no 'latest' file and no *_optim_states.pt files here; give "
-                                    "--tag (tags here: " + list_tags(root) + ")");
+            throw_input_error(root,
+                              "no 'latest' file and no *_optim_states.pt files here; give "
+                              "--tag (tags here: " +
+                                  list_tags(root) + ")");
         }
         std::string text = strip(io::read_small_file(latest, kMaxLatestBytes));
         check_tag_text(text, latest);
@@ -206,7 +211,8 @@ CheckpointFiles discover_checkpoint(const std::string& checkpoint_dir, const std
     }
 
     std::vector<std::string> names = io::list_directory(files.tag_dir);
-    std::sort(names.begin(), names.end(), [](const auto& a, const auto& b) { return natural_less(a, b); });
+    std::sort(names.begin(), names.end(),
+              [](const auto& a, const auto& b) { return natural_less(a, b); });
     std::map<std::uint64_t, std::string> optim_by_rank;
     std::map<std::uint64_t, std::string> model_by_rank;
     std::vector<std::string> shared_model;
@@ -222,22 +228,25 @@ CheckpointFiles discover_checkpoint(const std::string& checkpoint_dir, const std
                 }
                 continue;
             case CheckpointFileRole::kPipelineLayer:
-                throw_unsupported(path, "pipeline-parallel checkpoint (layer_*-model_states.pt): "
-                                        "zero2fp32-mpi consolidates data-parallel ZeRO "
-                                        "checkpoints only; convert it with DeepSpeed's "
-                                        "ds_to_universal.py instead");
+                throw_unsupported(path,
+                                  "pipeline-parallel checkpoint (layer_*-model_states.pt): "
+                                  "zero2fp32-mpi consolidates data-parallel ZeRO "
+                                  "checkpoints only; convert it with DeepSpeed's "
+                                  "ds_to_universal.py instead");
             case CheckpointFileRole::kExpertModelStates:
             case CheckpointFileRole::kExpertOptimStates:
-                throw_unsupported(path, "Mixture-of-Experts checkpoint (expert files): expert "
-                                        "parameters are partitioned over expert-parallel groups, "
-                                        "which plain consolidation would mix up; convert it with "
-                                        "DeepSpeed's ds_to_universal.py instead");
+                throw_unsupported(path,
+                                  "Mixture-of-Experts checkpoint (expert files): expert "
+                                  "parameters are partitioned over expert-parallel groups, "
+                                  "which plain consolidation would mix up; convert it with "
+                                  "DeepSpeed's ds_to_universal.py instead");
             case CheckpointFileRole::kUnrecognizedStates:
-                throw_input_error(path, "unrecognised checkpoint file name; expected "
-                                        "[bf16_]zero_pp_rank_R_mp_rank_MM_optim_states.pt, "
-                                        "mp_rank_MM_model_states.pt or "
-                                        "zero_pp_rank_R_mp_rank_MM_model_states.pt (remove stray "
-                                        "files from the tag folder)");
+                throw_input_error(path,
+                                  "unrecognised checkpoint file name; expected "
+                                  "[bf16_]zero_pp_rank_R_mp_rank_MM_optim_states.pt, "
+                                  "mp_rank_MM_model_states.pt or "
+                                  "zero_pp_rank_R_mp_rank_MM_model_states.pt (remove stray "
+                                  "files from the tag folder)");
             default:
                 break;
         }
@@ -245,7 +254,8 @@ CheckpointFiles discover_checkpoint(const std::string& checkpoint_dir, const std
             throw_input_error(path, "is not a regular file");
         }
         if (parsed.mp_rank != 0) {
-            throw_unsupported(path, "file of model-parallel rank " + std::to_string(parsed.mp_rank) +
+            throw_unsupported(path, "file of model-parallel rank " +
+                                        std::to_string(parsed.mp_rank) +
                                         ": tensor- or pipeline-parallel checkpoints (several "
                                         "mp_rank_XX) are not supported; convert them with "
                                         "DeepSpeed's ds_to_universal.py");
@@ -255,8 +265,9 @@ CheckpointFiles discover_checkpoint(const std::string& checkpoint_dir, const std
                 prefix = parsed.prefix;
                 first_optim = false;
             } else if (parsed.prefix != prefix) {
-                throw_input_error(path, "optimizer files mix the name prefixes '" + prefix + "' and '" +
-                                            parsed.prefix + "': files from two different runs?");
+                throw_input_error(path, "optimizer files mix the name prefixes '" + prefix +
+                                            "' and '" + parsed.prefix +
+                                            "': files from two different runs?");
             }
             auto [it, inserted] = optim_by_rank.emplace(parsed.dp_rank, path);
             if (!inserted) {
@@ -267,8 +278,8 @@ CheckpointFiles discover_checkpoint(const std::string& checkpoint_dir, const std
         } else if (parsed.role == CheckpointFileRole::kRankModelStates) {
             auto [it, inserted] = model_by_rank.emplace(parsed.dp_rank, path);
             if (!inserted) {
-                throw_input_error(path, "second model-states file for rank " +
-                                            std::to_string(parsed.dp_rank));
+                throw_input_error(
+                    path, "second model-states file for rank " + std::to_string(parsed.dp_rank));
             }
         } else {
             shared_model.push_back(path);
@@ -276,30 +287,34 @@ CheckpointFiles discover_checkpoint(const std::string& checkpoint_dir, const std
     }
 
     if (optim_by_rank.empty()) {
-        throw_input_error(files.tag_dir, "no *_optim_states.pt files: not a ZeRO (stage 1-3) "
-                                         "checkpoint. A ZeRO-0 or plain checkpoint holds its "
-                                         "weights in mp_rank_00_model_states.pt already");
+        throw_input_error(files.tag_dir,
+                          "no *_optim_states.pt files: not a ZeRO (stage 1-3) "
+                          "checkpoint. A ZeRO-0 or plain checkpoint holds its "
+                          "weights in mp_rank_00_model_states.pt already");
     }
     if (!shared_model.empty() && !model_by_rank.empty()) {
-        throw_input_error(files.tag_dir, "holds both mp_rank_00_model_states.pt (ZeRO stage 0-2) "
-                                         "and zero_pp_rank_*_model_states.pt (stage 3): files "
-                                         "from two different runs?");
+        throw_input_error(files.tag_dir,
+                          "holds both mp_rank_00_model_states.pt (ZeRO stage 0-2) "
+                          "and zero_pp_rank_*_model_states.pt (stage 3): files "
+                          "from two different runs?");
     }
     if (shared_model.empty() && model_by_rank.empty()) {
-        throw_input_error(files.tag_dir, "no *_model_states.pt file: parameter names and shapes "
-                                         "live there, the checkpoint is incomplete");
+        throw_input_error(files.tag_dir,
+                          "no *_model_states.pt file: parameter names and shapes "
+                          "live there, the checkpoint is incomplete");
     }
 
-    auto in_rank_order = [&](const std::map<std::uint64_t, std::string>& by_rank, const char* what) {
+    auto in_rank_order = [&](const std::map<std::uint64_t, std::string>& by_rank,
+                             const char* what) {
         std::vector<std::string> ordered;
         std::uint64_t expected = 0;
         for (const auto& [rank, path] : by_rank) {
             if (rank != expected) {
-                throw_input_error(files.tag_dir, std::string(what) + " file of rank " +
-                                                     std::to_string(expected) + " is missing (found " +
-                                                     std::to_string(by_rank.size()) +
-                                                     " files, ranks up to " +
-                                                     std::to_string(by_rank.rbegin()->first) + ")");
+                throw_input_error(files.tag_dir,
+                                  std::string(what) + " file of rank " + std::to_string(expected) +
+                                      " is missing (found " + std::to_string(by_rank.size()) +
+                                      " files, ranks up to " +
+                                      std::to_string(by_rank.rbegin()->first) + ")");
             }
             ordered.push_back(path);
             ++expected;
@@ -318,10 +333,14 @@ CheckpointFiles discover_checkpoint(const std::string& checkpoint_dir, const std
 }
 
 std::vector<std::string> find_hf_side_files(const std::string& dir) {
-    static constexpr std::string_view kExact[] = {
-        "config.json",       "generation_config.json", "special_tokens_map.json",
-        "added_tokens.json", "vocab.json",             "vocab.txt",
-        "merges.txt",        "preprocessor_config.json"};
+    static constexpr std::string_view kExact[] = {"config.json",
+                                                  "generation_config.json",
+                                                  "special_tokens_map.json",
+                                                  "added_tokens.json",
+                                                  "vocab.json",
+                                                  "vocab.txt",
+                                                  "merges.txt",
+                                                  "preprocessor_config.json"};
     std::vector<std::string> found;
     if (!io::is_directory(dir)) {
         return found;

@@ -76,10 +76,12 @@ std::vector<std::pair<std::string, Field>> Field::entries() const {
     for (const auto& [key, value] : dict->items) {
         auto name = key.string();
         if (!name) {
-            throw_input_error(file_->path(), path_ + " has a key of type " +
-                                                 pickle::describe_type(key) + ", expected str keys");
+            throw_input_error(
+                file_->path(),
+                path_ + " has a key of type " + pickle::describe_type(key) + ", expected str keys");
         }
-        out.emplace_back(std::string(*name), child(value, path_ + "['" + std::string(*name) + "']"));
+        out.emplace_back(std::string(*name),
+                         child(value, path_ + "['" + std::string(*name) + "']"));
     }
     return out;
 }

@@ -19,7 +19,7 @@
 namespace z2f {
 
 class Field {
-public:
+  public:
     Field(const TorchFile& file, const pickle::Value& value, std::string path)
         : file_(&file), value_(&value), path_(std::move(path)) {}
 
@@ -47,7 +47,7 @@ public:
 
     [[noreturn]] void fail(std::string_view expected) const;
 
-private:
+  private:
     Field child(const pickle::Value& value, std::string path) const {
         return Field(*file_, value, std::move(path));
     }

@@ -7,7 +7,7 @@ namespace z2f {
 namespace {
 
 class Encoder {
-public:
+  public:
     explicit Encoder(std::vector<std::byte>& out) : out_(out) {}
     void u8(std::uint8_t v) { out_.push_back(static_cast<std::byte>(v)); }
     void u32(std::uint32_t v) { put(v); }
@@ -15,11 +15,13 @@ public:
     void i64(std::int64_t v) { put(static_cast<std::uint64_t>(v)); }
     void str(const std::string& s) {
         u64(s.size());
-        for (char c : s) out_.push_back(static_cast<std::byte>(c));
+        for (char c : s)
+            out_.push_back(static_cast<std::byte>(c));
     }
     void dims(const std::vector<std::uint64_t>& v) {
         u64(v.size());
-        for (auto d : v) u64(d);
+        for (auto d : v)
+            u64(d);
     }
     void tensor(const TensorRef& t) {
         u32(t.file);
@@ -47,11 +49,12 @@ public:
         u8(g.has_value());
         if (g) {
             u64(g->size());
-            for (const auto& group : *g) shapes(group);
+            for (const auto& group : *g)
+                shapes(group);
         }
     }
 
-private:
+  private:
     template <typename T>
     void put(T v) {
         std::size_t at = out_.size();
@@ -62,7 +65,7 @@ private:
 };
 
 class Decoder {
-public:
+  public:
     Decoder(std::span<const std::byte> bytes, std::size_t& pos) : bytes_(bytes), pos_(pos) {}
     std::uint8_t u8() { return std::to_integer<std::uint8_t>(take(1)[0]); }
     std::uint32_t u32() { return load_le<std::uint32_t>(take(4).data()); }
@@ -82,7 +85,8 @@ public:
     }
     std::vector<std::uint64_t> dims() {
         std::vector<std::uint64_t> v(count(8));
-        for (auto& d : v) d = u64();
+        for (auto& d : v)
+            d = u64();
         return v;
     }
     TensorRef tensor() {
@@ -112,13 +116,15 @@ public:
         return v;
     }
     std::optional<std::vector<std::vector<NamedShape>>> groups() {
-        if (u8() == 0) return std::nullopt;
+        if (u8() == 0)
+            return std::nullopt;
         std::vector<std::vector<NamedShape>> g(count(8));
-        for (auto& group : g) group = shapes();
+        for (auto& group : g)
+            group = shapes();
         return g;
     }
 
-private:
+  private:
     std::span<const std::byte> take(std::size_t n) {
         if (n > bytes_.size() - pos_) {
             throw_internal_error("corrupt metadata exchange buffer (truncated)");
@@ -143,10 +149,12 @@ void encode_file_meta(const FileMeta& meta, std::vector<std::byte>& out) {
         e.named_tensors(model->module_tensors);
         e.u8(model->has_buffer_names);
         e.u64(model->buffer_names.size());
-        for (const auto& name : model->buffer_names) e.str(name);
+        for (const auto& name : model->buffer_names)
+            e.str(name);
         e.groups(model->param_shapes);
         e.u8(model->frozen_param_shapes.has_value());
-        if (model->frozen_param_shapes) e.shapes(*model->frozen_param_shapes);
+        if (model->frozen_param_shapes)
+            e.shapes(*model->frozen_param_shapes);
         e.named_tensors(model->frozen_param_fragments);
         e.u8(model->shared_params.has_value());
         if (model->shared_params) {
@@ -168,12 +176,15 @@ void encode_file_meta(const FileMeta& meta, std::vector<std::byte>& out) {
         e.u8(static_cast<std::uint8_t>(optim.layout));
         e.i64(optim.zero_stage);
         e.u64(optim.partition_count.size());
-        for (auto v : optim.partition_count) e.i64(v);
+        for (auto v : optim.partition_count)
+            e.i64(v);
         e.u64(optim.master.size());
-        for (const auto& t : optim.master) e.tensor(t);
+        for (const auto& t : optim.master)
+            e.tensor(t);
         e.groups(optim.param_shapes);
         e.u64(optim.subgroup_partition_counts.size());
-        for (auto v : optim.subgroup_partition_counts) e.i64(v);
+        for (auto v : optim.subgroup_partition_counts)
+            e.i64(v);
     }
 }
 
@@ -188,9 +199,11 @@ FileMeta decode_file_meta(std::span<const std::byte> bytes, std::size_t& pos) {
         model.module_tensors = d.named_tensors();
         model.has_buffer_names = d.u8() != 0;
         model.buffer_names.resize(d.count(8));
-        for (auto& name : model.buffer_names) name = d.str();
+        for (auto& name : model.buffer_names)
+            name = d.str();
         model.param_shapes = d.groups();
-        if (d.u8() != 0) model.frozen_param_shapes = d.shapes();
+        if (d.u8() != 0)
+            model.frozen_param_shapes = d.shapes();
         model.frozen_param_fragments = d.named_tensors();
         if (d.u8() != 0) {
             std::vector<std::pair<std::string, std::string>> pairs(d.count(16));
@@ -212,12 +225,15 @@ FileMeta decode_file_meta(std::span<const std::byte> bytes, std::size_t& pos) {
         optim.layout = static_cast<MasterLayout>(d.u8());
         optim.zero_stage = d.i64();
         optim.partition_count.resize(d.count(8));
-        for (auto& v : optim.partition_count) v = d.i64();
+        for (auto& v : optim.partition_count)
+            v = d.i64();
         optim.master.resize(d.count(8));
-        for (auto& t : optim.master) t = d.tensor();
+        for (auto& t : optim.master)
+            t = d.tensor();
         optim.param_shapes = d.groups();
         optim.subgroup_partition_counts.resize(d.count(8));
-        for (auto& v : optim.subgroup_partition_counts) v = d.i64();
+        for (auto& v : optim.subgroup_partition_counts)
+            v = d.i64();
         meta.info = std::move(optim);
     }
     return meta;

@@ -5,7 +5,9 @@
 namespace z2f {
 namespace {
 
-bool is_digit(char c) noexcept { return c >= '0' && c <= '9'; }
+bool is_digit(char c) noexcept {
+    return c >= '0' && c <= '9';
+}
 
 // Python's re.split(r'(\d+)', name): text, digits, text, digits, ..., text (text may be "").
 std::vector<std::string_view> split_runs(std::string_view name) {
@@ -28,8 +30,10 @@ std::vector<std::string_view> split_runs(std::string_view name) {
 
 // Compares two digit runs by numeric value, without any length limit.
 int compare_numbers(std::string_view a, std::string_view b) noexcept {
-    while (a.size() > 1 && a.front() == '0') a.remove_prefix(1);
-    while (b.size() > 1 && b.front() == '0') b.remove_prefix(1);
+    while (a.size() > 1 && a.front() == '0')
+        a.remove_prefix(1);
+    while (b.size() > 1 && b.front() == '0')
+        b.remove_prefix(1);
     if (a.size() != b.size()) {
         return a.size() < b.size() ? -1 : 1;
     }

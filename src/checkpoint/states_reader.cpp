@@ -56,10 +56,14 @@ std::string read_version(const Field& holder) {
 
 // ZeroStageEnum names (deepspeed/runtime/zero/config.py).
 std::int64_t stage_from_name(const Field& field, std::string_view name) {
-    if (name == "disabled") return 0;
-    if (name == "optimizer_states") return 1;
-    if (name == "gradients") return 2;
-    if (name == "weights" || name == "max_stage") return 3;
+    if (name == "disabled")
+        return 0;
+    if (name == "optimizer_states")
+        return 1;
+    if (name == "gradients")
+        return 2;
+    if (name == "weights" || name == "max_stage")
+        return 3;
     field.fail("a ZeroStageEnum member (disabled, optimizer_states, gradients, weights)");
 }
 
@@ -99,14 +103,17 @@ std::int64_t read_zero_stage(const Field& field) {
 bool is_autoep_zero3(const Field& layers) {
     std::vector<Field> items;
     if (layers.is_dict()) {
-        for (auto& [name, value] : layers.entries()) items.push_back(value);
+        for (auto& [name, value] : layers.entries())
+            items.push_back(value);
     } else if (layers.is_list_like()) {
         items = layers.elements();
     }
     for (const Field& layer : items) {
-        if (!layer.is_dict()) continue;
+        if (!layer.is_dict())
+            continue;
         std::optional<Field> format = layer.find("checkpoint_format");
-        if (format && format->value().string() == std::optional<std::string_view>("zero3_partitioned")) {
+        if (format &&
+            format->value().string() == std::optional<std::string_view>("zero3_partitioned")) {
             return true;
         }
     }
@@ -152,7 +159,8 @@ ModelStatesInfo read_model_states(const TorchFile& file, std::uint32_t file_inde
     if (std::optional<Field> shapes = root.find("param_shapes"); shapes && !shapes->is_none()) {
         info.param_shapes = read_param_shapes(*shapes);
     }
-    if (std::optional<Field> frozen = root.find("frozen_param_shapes"); frozen && !frozen->is_none()) {
+    if (std::optional<Field> frozen = root.find("frozen_param_shapes");
+        frozen && !frozen->is_none()) {
         std::vector<NamedShape> shapes;
         for (const auto& [name, shape] : frozen->entries()) {
             shapes.push_back({name, shape.as_shape()});
@@ -188,8 +196,9 @@ OptimStatesInfo read_optim_states(const TorchFile& file, std::uint32_t file_inde
     Field root = root_dict(file, "optimizer-states");
     std::optional<Field> osd = root.find("optimizer_state_dict");
     if (!osd) {
-        throw_input_error(file.path(), "has no 'optimizer_state_dict': not a DeepSpeed "
-                                       "optimizer-states file");
+        throw_input_error(file.path(),
+                          "has no 'optimizer_state_dict': not a DeepSpeed "
+                          "optimizer-states file");
     }
     if (!osd->is_dict()) {
         osd->fail("a dict");
@@ -206,8 +215,9 @@ OptimStatesInfo read_optim_states(const TorchFile& file, std::uint32_t file_inde
     std::optional<Field> flat = osd->find("fp32_flat_groups");
     std::optional<Field> partitions = osd->find("single_partition_of_fp32_groups");
     if (flat && partitions) {
-        throw_input_error(file.path(), "holds both fp32_flat_groups (ZeRO-3) and "
-                                       "single_partition_of_fp32_groups (ZeRO-1/2)");
+        throw_input_error(file.path(),
+                          "holds both fp32_flat_groups (ZeRO-3) and "
+                          "single_partition_of_fp32_groups (ZeRO-1/2)");
     }
     const char* key = nullptr;
     if (flat) {
@@ -269,7 +279,8 @@ OptimStatesInfo read_optim_states(const TorchFile& file, std::uint32_t file_inde
         groups && groups->is_list_like()) {
         for (const Field& group : groups->elements()) {
             if (group.is_dict()) {
-                if (std::optional<Field> n = group.find("partition_count"); n && n->value().is_int()) {
+                if (std::optional<Field> n = group.find("partition_count");
+                    n && n->value().is_int()) {
                     info.subgroup_partition_counts.push_back(n->as_int());
                 }
             }

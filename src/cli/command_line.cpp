@@ -1,8 +1,9 @@
 #include "cli/command_line.hpp"
 
-#include <boost/program_options.hpp>
 #include <charconv>
 #include <sstream>
+
+#include <boost/program_options.hpp>
 
 #include "output/shard_size.hpp"
 #include "zero2fp32/error.hpp"
@@ -35,7 +36,8 @@ Enum choose(const std::string& option, const std::string& value,
             std::initializer_list<std::pair<const char*, Enum>> choices) {
     std::string allowed;
     for (const auto& [name, e] : choices) {
-        if (value == name) return e;
+        if (value == name)
+            return e;
         allowed += (allowed.empty() ? "" : ", ") + std::string(name);
     }
     throw_usage_error("--" + option + " must be one of " + allowed + " (got '" + value + "')");
@@ -48,10 +50,14 @@ std::uint64_t parse_buffer_size(const std::string& text) {
     auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
     std::string unit(end, text.data() + text.size());
     std::uint64_t scale = 0;
-    if (unit.empty() || unit == "B") scale = 1;
-    else if (unit == "KiB" || unit == "K") scale = 1ULL << 10;
-    else if (unit == "MiB" || unit == "M") scale = 1ULL << 20;
-    else if (unit == "GiB" || unit == "G") scale = 1ULL << 30;
+    if (unit.empty() || unit == "B")
+        scale = 1;
+    else if (unit == "KiB" || unit == "K")
+        scale = 1ULL << 10;
+    else if (unit == "MiB" || unit == "M")
+        scale = 1ULL << 20;
+    else if (unit == "GiB" || unit == "G")
+        scale = 1ULL << 30;
     if (ec != std::errc() || end == text.data() || scale == 0 || value > (1ULL << 40) / scale) {
         throw_usage_error("--buffer-size '" + text + "' is not a size like 16MiB, 512KiB or 1GiB");
     }
@@ -63,57 +69,73 @@ std::uint64_t parse_buffer_size(const std::string& text) {
 }
 
 CommandLine parse_command_line(int argc, const char* const* argv) {
-    po::options_description zero_to_fp32("Arguments of DeepSpeed's zero_to_fp32.py (accepted unchanged)");
-    zero_to_fp32.add_options()
-        ("max_shard_size", po::value<std::string>(), "same as --max-shard-size")
-        ("safe_serialization", po::bool_switch(), "same as --format safetensors (the default here)")
-        ("tag,t", po::value<std::string>(), "checkpoint tag (folder) to convert; default: the one in `latest`")
-        ("exclude_frozen_parameters", po::bool_switch(), "leave out frozen (requires_grad=False) parameters")
-        ("debug,d", po::bool_switch(), "print every tensor of the plan");
+    po::options_description zero_to_fp32(
+        "Arguments of DeepSpeed's zero_to_fp32.py (accepted unchanged)");
+    zero_to_fp32.add_options()("max_shard_size", po::value<std::string>(),
+                               "same as --max-shard-size")(
+        "safe_serialization", po::bool_switch(), "same as --format safetensors (the default here)")(
+        "tag,t", po::value<std::string>(),
+        "checkpoint tag (folder) to convert; default: the one in `latest`")(
+        "exclude_frozen_parameters", po::bool_switch(),
+        "leave out frozen (requires_grad=False) parameters")("debug,d", po::bool_switch(),
+                                                             "print every tensor of the plan");
 
     po::options_description output("Output");
-    output.add_options()
-        ("format", po::value<std::string>(), "safetensors (default), torch (pytorch_model*.bin) or hdf5 (model*.h5)")
-        ("dtype", po::value<std::string>(), "fp32 (default), bf16 or fp16: dtype of every floating tensor")
-        ("max-shard-size", po::value<std::string>(), "Hugging Face shard size: 5GB (default), 500MB, 1.5TB, ... "
-                                                       "(decimal units), or none for one file")
-        ("parity", po::bool_switch(), "tensors, dtypes and order exactly as zero_to_fp32.py writes them "
-                                      "(= --cast-all-buffers --keep-frozen-dtype --stage1-frozen skip)")
-        ("cast-all-buffers", po::bool_switch(), "cast every buffer to fp32, integer ones too (zero_to_fp32)")
-        ("keep-frozen-dtype", po::bool_switch(), "keep frozen parameters in their stored 16-bit dtype (zero_to_fp32)")
-        ("stage1-frozen", po::value<std::string>(), "emit (default) or skip: ZeRO-1 frozen parameters, which "
-                                                    "only the model file holds")
-        ("untie", po::bool_switch(), "write tied parameters' bytes again under every name")
-        ("include", po::value<std::vector<std::string>>()->composing(), "keep only tensors whose name matches "
-                                                                         "this regex (repeatable)")
-        ("exclude", po::value<std::vector<std::string>>()->composing(), "drop tensors whose name matches this "
-                                                                         "regex (repeatable)")
-        ("strip-prefix", po::value<std::vector<std::string>>()->composing(), "remove this leading prefix from "
-                                                                              "names, e.g. _orig_mod. (repeatable)")
-        ("no-copy-hf-files", po::bool_switch(), "do not copy config.json, tokenizer files, ... to OUT_DIR")
-        ("hdf5-bf16", po::value<std::string>(), "uint16 (default: uint16 + attribute dtype=bfloat16) or float "
-                                                "(a custom 16-bit float type)");
+    output.add_options()("format", po::value<std::string>(),
+                         "safetensors (default), torch (pytorch_model*.bin) or hdf5 (model*.h5)")(
+        "dtype", po::value<std::string>(),
+        "fp32 (default), bf16 or fp16: dtype of every floating tensor")(
+        "max-shard-size", po::value<std::string>(),
+        "Hugging Face shard size: 5GB (default), 500MB, 1.5TB, ... "
+        "(decimal units), or none for one file")(
+        "parity", po::bool_switch(),
+        "tensors, dtypes and order exactly as zero_to_fp32.py writes them "
+        "(= --cast-all-buffers --keep-frozen-dtype --stage1-frozen skip)")(
+        "cast-all-buffers", po::bool_switch(),
+        "cast every buffer to fp32, integer ones too (zero_to_fp32)")(
+        "keep-frozen-dtype", po::bool_switch(),
+        "keep frozen parameters in their stored 16-bit dtype (zero_to_fp32)")(
+        "stage1-frozen", po::value<std::string>(),
+        "emit (default) or skip: ZeRO-1 frozen parameters, which "
+        "only the model file holds")("untie", po::bool_switch(),
+                                     "write tied parameters' bytes again under every name")(
+        "include", po::value<std::vector<std::string>>()->composing(),
+        "keep only tensors whose name matches "
+        "this regex (repeatable)")("exclude", po::value<std::vector<std::string>>()->composing(),
+                                   "drop tensors whose name matches this "
+                                   "regex (repeatable)")(
+        "strip-prefix", po::value<std::vector<std::string>>()->composing(),
+        "remove this leading prefix from "
+        "names, e.g. _orig_mod. (repeatable)")(
+        "no-copy-hf-files", po::bool_switch(),
+        "do not copy config.json, tokenizer files, ... to OUT_DIR")(
+        "hdf5-bf16", po::value<std::string>(),
+        "uint16 (default: uint16 + attribute dtype=bfloat16) or float "
+        "(a custom 16-bit float type)");
 
     po::options_description run("Run");
-    run.add_options()
-        ("io", po::value<std::string>(), "pread (default), mmap or copy_file_range")
-        ("buffer-size", po::value<std::string>(), "I/O buffer per rank (default 16MiB); bounds memory use")
-        ("overwrite", po::bool_switch(), "replace existing output files")
-        ("resume", po::bool_switch(), "keep the complete files of an interrupted run, write the rest")
-        ("dry-run", po::bool_switch(), "print the plan (files, sizes, owner ranks, bytes to read); write nothing")
-        ("verify", po::bool_switch(), "re-read the outputs and compare them with the checkpoint; alone on a "
-                                      "finished output directory, only verify")
-        ("no-space-check", po::bool_switch(), "do not refuse to start when OUT_DIR looks too small")
-        ("summary-json", po::value<std::string>(), "write the run summary (or the error) as JSON to this file")
-        ("progress", po::value<std::string>(), "auto (default), always or never")
-        ("quiet,q", po::bool_switch(), "print errors only")
-        ("verbose,v", po::bool_switch(), "print notes about the checkpoint and the plan")
-        ("version", "print the version")
-        ("help,h", "print this help");
+    run.add_options()("io", po::value<std::string>(), "pread (default), mmap or copy_file_range")(
+        "buffer-size", po::value<std::string>(),
+        "I/O buffer per rank (default 16MiB); bounds memory use")("overwrite", po::bool_switch(),
+                                                                  "replace existing output files")(
+        "resume", po::bool_switch(),
+        "keep the complete files of an interrupted run, write the rest")(
+        "dry-run", po::bool_switch(),
+        "print the plan (files, sizes, owner ranks, bytes to read); write nothing")(
+        "verify", po::bool_switch(),
+        "re-read the outputs and compare them with the checkpoint; alone on a "
+        "finished output directory, only verify")(
+        "no-space-check", po::bool_switch(), "do not refuse to start when OUT_DIR looks too small")(
+        "summary-json", po::value<std::string>(),
+        "write the run summary (or the error) as JSON to this file")(
+        "progress", po::value<std::string>(), "auto (default), always or never")(
+        "quiet,q", po::bool_switch(), "print errors only")(
+        "verbose,v", po::bool_switch(), "print notes about the checkpoint and the plan")(
+        "version", "print the version")("help,h", "print this help");
 
     po::options_description hidden;
-    hidden.add_options()("checkpoint_dir", po::value<std::string>())("output_dir", po::value<std::string>())(
-        "extra", po::value<std::vector<std::string>>());
+    hidden.add_options()("checkpoint_dir", po::value<std::string>())(
+        "output_dir", po::value<std::string>())("extra", po::value<std::vector<std::string>>());
     po::positional_options_description positional;
     positional.add("checkpoint_dir", 1).add("output_dir", 1).add("extra", -1);
 
@@ -121,7 +143,8 @@ CommandLine parse_command_line(int argc, const char* const* argv) {
     all.add(output).add(run).add(zero_to_fp32).add(hidden);
     po::variables_map vm;
     try {
-        po::store(po::command_line_parser(argc, argv).options(all).positional(positional).run(), vm);
+        po::store(po::command_line_parser(argc, argv).options(all).positional(positional).run(),
+                  vm);
         po::notify(vm);
     } catch (const po::error& error) {
         throw_usage_error(error.what());
@@ -131,8 +154,9 @@ CommandLine parse_command_line(int argc, const char* const* argv) {
         std::ostringstream text;
         po::options_description visible;
         visible.add(output).add(run).add(zero_to_fp32);
-        text << kUsage << "\n\nConsolidates a DeepSpeed ZeRO (stage 1-3) checkpoint into full tensors, in "
-                          "parallel over MPI ranks.\n\n"
+        text << kUsage
+             << "\n\nConsolidates a DeepSpeed ZeRO (stage 1-3) checkpoint into full tensors, in "
+                "parallel over MPI ranks.\n\n"
              << visible << kExamples;
         return HelpRequest{text.str()};
     }
@@ -140,7 +164,8 @@ CommandLine parse_command_line(int argc, const char* const* argv) {
         return VersionRequest{};
     }
     if (vm.count("extra") != 0) {
-        throw_usage_error("unexpected argument '" + vm["extra"].as<std::vector<std::string>>().front() +
+        throw_usage_error("unexpected argument '" +
+                          vm["extra"].as<std::vector<std::string>>().front() +
                           "' (only CKPT_DIR and OUT_DIR are positional)");
     }
     if (vm.count("checkpoint_dir") == 0 || vm.count("output_dir") == 0) {
@@ -150,8 +175,10 @@ CommandLine parse_command_line(int argc, const char* const* argv) {
     ConvertOptions options;
     options.checkpoint_dir = vm["checkpoint_dir"].as<std::string>();
     options.output_dir = vm["output_dir"].as<std::string>();
-    while (options.output_dir.size() > 1 && options.output_dir.back() == '/') options.output_dir.pop_back();
-    if (vm.count("tag") != 0) options.tag = vm["tag"].as<std::string>();
+    while (options.output_dir.size() > 1 && options.output_dir.back() == '/')
+        options.output_dir.pop_back();
+    if (vm.count("tag") != 0)
+        options.tag = vm["tag"].as<std::string>();
 
     bool safe_serialization = vm["safe_serialization"].as<bool>();
     if (vm.count("format") != 0) {
@@ -174,27 +201,33 @@ CommandLine parse_command_line(int argc, const char* const* argv) {
         throw_usage_error("give --max-shard-size or --max_shard_size, not both");
     }
     for (const char* name : {"max-shard-size", "max_shard_size"}) {
-        if (vm.count(name) != 0) options.max_shard_size = parse_max_shard_size(vm[name].as<std::string>());
+        if (vm.count(name) != 0)
+            options.max_shard_size = parse_max_shard_size(vm[name].as<std::string>());
     }
 
     bool parity = vm["parity"].as<bool>();
     options.cast_all_buffers = parity || vm["cast-all-buffers"].as<bool>();
     options.keep_frozen_dtype = parity || vm["keep-frozen-dtype"].as<bool>();
-    if (parity) options.stage1_frozen = Stage1FrozenOption::kSkip;
+    if (parity)
+        options.stage1_frozen = Stage1FrozenOption::kSkip;
     if (vm.count("stage1-frozen") != 0) {
         options.stage1_frozen = choose<Stage1FrozenOption>(
             "stage1-frozen", vm["stage1-frozen"].as<std::string>(),
             {{"emit", Stage1FrozenOption::kEmit}, {"skip", Stage1FrozenOption::kSkip}});
     }
     if (parity && options.dtype != DTypeOption::kFp32) {
-        throw_usage_error("--parity reproduces zero_to_fp32's fp32 output; it cannot be combined with --dtype " +
-                          vm["dtype"].as<std::string>());
+        throw_usage_error(
+            "--parity reproduces zero_to_fp32's fp32 output; it cannot be combined with --dtype " +
+            vm["dtype"].as<std::string>());
     }
     options.exclude_frozen = vm["exclude_frozen_parameters"].as<bool>();
     options.untie = vm["untie"].as<bool>();
-    if (vm.count("include") != 0) options.include = vm["include"].as<std::vector<std::string>>();
-    if (vm.count("exclude") != 0) options.exclude = vm["exclude"].as<std::vector<std::string>>();
-    if (vm.count("strip-prefix") != 0) options.strip_prefixes = vm["strip-prefix"].as<std::vector<std::string>>();
+    if (vm.count("include") != 0)
+        options.include = vm["include"].as<std::vector<std::string>>();
+    if (vm.count("exclude") != 0)
+        options.exclude = vm["exclude"].as<std::vector<std::string>>();
+    if (vm.count("strip-prefix") != 0)
+        options.strip_prefixes = vm["strip-prefix"].as<std::vector<std::string>>();
     options.copy_hf_files = !vm["no-copy-hf-files"].as<bool>();
     if (vm.count("hdf5-bf16") != 0) {
         if (options.format != FormatOption::kHdf5) {
@@ -210,7 +243,8 @@ CommandLine parse_command_line(int argc, const char* const* argv) {
                                        {"mmap", IoOption::kMmap},
                                        {"copy_file_range", IoOption::kCopyFileRange}});
     }
-    if (vm.count("buffer-size") != 0) options.buffer_size = parse_buffer_size(vm["buffer-size"].as<std::string>());
+    if (vm.count("buffer-size") != 0)
+        options.buffer_size = parse_buffer_size(vm["buffer-size"].as<std::string>());
     options.overwrite = vm["overwrite"].as<bool>();
     options.resume = vm["resume"].as<bool>();
     options.dry_run = vm["dry-run"].as<bool>();
@@ -222,7 +256,8 @@ CommandLine parse_command_line(int argc, const char* const* argv) {
     if (options.dry_run && options.verify) {
         throw_usage_error("--dry-run writes and reads nothing, so it cannot --verify");
     }
-    if (vm.count("summary-json") != 0) options.summary_json = vm["summary-json"].as<std::string>();
+    if (vm.count("summary-json") != 0)
+        options.summary_json = vm["summary-json"].as<std::string>();
     if (vm.count("progress") != 0) {
         options.progress = choose<ProgressOption>("progress", vm["progress"].as<std::string>(),
                                                   {{"auto", ProgressOption::kAuto},

@@ -1,8 +1,8 @@
 // zero2fp32-mpi: `srun -n N zero2fp32-mpi CKPT_DIR OUT_DIR [options]`. A thin front end: parse
 // the command line on every rank (identically), let rank 0 print, run the conversion.
-#include <mpi.h>
-
 #include <cstdio>
+
+#include <mpi.h>
 
 #include "cli/command_line.hpp"
 #include "zero2fp32/convert.hpp"
@@ -17,9 +17,11 @@ int main(int argc, char** argv) {
     try {
         z2f::CommandLine command = z2f::parse_command_line(argc, argv);
         if (const auto* help = std::get_if<z2f::HelpRequest>(&command)) {
-            if (rank == 0) std::fputs(help->text.c_str(), stdout);
+            if (rank == 0)
+                std::fputs(help->text.c_str(), stdout);
         } else if (std::holds_alternative<z2f::VersionRequest>(command)) {
-            if (rank == 0) std::printf("zero2fp32-mpi %s\n", z2f::kVersion);
+            if (rank == 0)
+                std::printf("zero2fp32-mpi %s\n", z2f::kVersion);
         } else {
             code = z2f::run_conversion(std::get<z2f::ConvertOptions>(command), MPI_COMM_WORLD);
         }

@@ -16,18 +16,18 @@ namespace z2f {
 // Reads an unsigned little-endian integer of sizeof(T) bytes at data[offset]. The caller has
 // checked the bounds.
 template <typename T>
-    requires std::is_unsigned_v<T>
-T load_le(const std::byte* data) noexcept {
+requires std::is_unsigned_v<T> T load_le(const std::byte* data)
+noexcept {
     T value = 0;
     for (std::size_t i = 0; i < sizeof(T); ++i) {
-        value = static_cast<T>(value | (static_cast<T>(std::to_integer<std::uint8_t>(data[i]))
-                                        << (8 * i)));
+        value = static_cast<T>(value |
+                               (static_cast<T>(std::to_integer<std::uint8_t>(data[i])) << (8 * i)));
     }
     return value;
 }
 
 template <typename T>
-    requires std::is_unsigned_v<T>
+requires std::is_unsigned_v<T>
 void store_le(std::byte* data, T value) noexcept {
     for (std::size_t i = 0; i < sizeof(T); ++i) {
         data[i] = static_cast<std::byte>((value >> (8 * i)) & 0xFF);
@@ -44,9 +44,9 @@ inline std::string_view as_string_view(std::span<const std::byte> bytes) noexcep
 
 // Appends little-endian fields to a byte vector.
 class ByteWriter {
-public:
+  public:
     template <typename T>
-        requires std::is_unsigned_v<T>
+    requires std::is_unsigned_v<T>
     void put(T value) {
         std::size_t at = bytes_.size();
         bytes_.resize(at + sizeof(T));
@@ -65,7 +65,7 @@ public:
     const std::vector<std::byte>& bytes() const noexcept { return bytes_; }
     std::vector<std::byte> take() noexcept { return std::move(bytes_); }
 
-private:
+  private:
     std::vector<std::byte> bytes_;
 };
 

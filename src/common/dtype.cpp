@@ -45,13 +45,27 @@ const DTypeInfo& info(DType dtype) noexcept {
 
 }  // namespace
 
-std::uint32_t dtype_size(DType dtype) noexcept { return info(dtype).size; }
-bool is_floating(DType dtype) noexcept { return info(dtype).floating; }
-std::string_view safetensors_name(DType dtype) noexcept { return info(dtype).safetensors; }
-int safetensors_order(DType dtype) noexcept { return info(dtype).safetensors_order; }
-std::string_view torch_storage_name(DType dtype) noexcept { return info(dtype).storage; }
-std::string_view torch_dtype_name(DType dtype) noexcept { return info(dtype).torch_name; }
-std::string_view dtype_display_name(DType dtype) noexcept { return info(dtype).display; }
+std::uint32_t dtype_size(DType dtype) noexcept {
+    return info(dtype).size;
+}
+bool is_floating(DType dtype) noexcept {
+    return info(dtype).floating;
+}
+std::string_view safetensors_name(DType dtype) noexcept {
+    return info(dtype).safetensors;
+}
+int safetensors_order(DType dtype) noexcept {
+    return info(dtype).safetensors_order;
+}
+std::string_view torch_storage_name(DType dtype) noexcept {
+    return info(dtype).storage;
+}
+std::string_view torch_dtype_name(DType dtype) noexcept {
+    return info(dtype).torch_name;
+}
+std::string_view dtype_display_name(DType dtype) noexcept {
+    return info(dtype).display;
+}
 
 std::optional<DType> dtype_from_safetensors_name(std::string_view name) noexcept {
     for (const auto& entry : kTable) {
@@ -73,12 +87,18 @@ std::optional<DType> dtype_from_torch_storage_name(std::string_view name) noexce
 
 std::optional<DType> dtype_from_torch_dtype_name(std::string_view name) noexcept {
     // torch also exposes aliases for the common types.
-    if (name == "float" || name == "float32") return DType::kF32;
-    if (name == "double") return DType::kF64;
-    if (name == "half") return DType::kF16;
-    if (name == "long") return DType::kI64;
-    if (name == "int") return DType::kI32;
-    if (name == "short") return DType::kI16;
+    if (name == "float" || name == "float32")
+        return DType::kF32;
+    if (name == "double")
+        return DType::kF64;
+    if (name == "half")
+        return DType::kF16;
+    if (name == "long")
+        return DType::kI64;
+    if (name == "int")
+        return DType::kI32;
+    if (name == "short")
+        return DType::kI16;
     for (const auto& entry : kTable) {
         if (entry.torch_name == name) {
             return entry.dtype;

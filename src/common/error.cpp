@@ -26,7 +26,9 @@ void throw_unsupported(std::string_view file, std::string_view what) {
     throw Error(ErrorKind::kUnsupported, with_file(file, what));
 }
 
-void throw_usage_error(std::string_view what) { throw Error(ErrorKind::kUsage, std::string(what)); }
+void throw_usage_error(std::string_view what) {
+    throw Error(ErrorKind::kUsage, std::string(what));
+}
 
 void throw_output_error(std::string_view what) {
     throw Error(ErrorKind::kOutput, std::string(what));

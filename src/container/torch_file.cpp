@@ -12,9 +12,8 @@ TorchFile TorchFile::open(const std::string& path) {
     const ZipRecord& pickle_record = torch_file.archive_.require("data.pkl");
     std::vector<std::byte> bytes =
         torch_file.archive_.read_record(torch_file.file_, pickle_record, kMaxPickleBytes);
-    torch_file.document_ = pickle::parse_pickle(bytes, path + ": " +
-                                                           torch_file.archive_.prefix() +
-                                                           "/data.pkl");
+    torch_file.document_ =
+        pickle::parse_pickle(bytes, path + ": " + torch_file.archive_.prefix() + "/data.pkl");
     return torch_file;
 }
 

@@ -34,7 +34,7 @@ struct TensorBytes {
 };
 
 class TorchFile {
-public:
+  public:
     static TorchFile open(const std::string& path);
 
     const std::string& path() const noexcept { return file_.path(); }
@@ -46,7 +46,7 @@ public:
     // `what` names the tensor in messages, e.g. "optimizer_state_dict.fp32_flat_groups[0]".
     TensorBytes locate(const pickle::Tensor& tensor, std::string_view what) const;
 
-private:
+  private:
     io::File file_;
     TorchArchive archive_;
     pickle::Document document_;

@@ -1,11 +1,11 @@
 #include "container/zip_reader.hpp"
 
-#include <zlib.h>
-
 #include <algorithm>
 #include <array>
 #include <cstring>
 #include <string>
+
+#include <zlib.h>
 
 #include "common/bytes.hpp"
 #include "zero2fp32/error.hpp"
@@ -85,10 +85,9 @@ EndOfDirectory read_end_of_directory(const io::File& file, std::uint64_t file_si
     result.directory_end = end_offset;
 
     // torch always writes ZIP64 end records; other writers only when a field saturates.
-    bool has_locator = end_offset >= kZip64LocatorSize &&
-                       *found >= kZip64LocatorSize &&
-                       load_le<std::uint32_t>(&tail[*found - kZip64LocatorSize]) ==
-                           kZip64LocatorSignature;
+    bool has_locator =
+        end_offset >= kZip64LocatorSize && *found >= kZip64LocatorSize &&
+        load_le<std::uint32_t>(&tail[*found - kZip64LocatorSize]) == kZip64LocatorSignature;
     if (has_locator) {
         const std::byte* locator = &tail[*found - kZip64LocatorSize];
         std::uint64_t zip64_end_offset = load_le<std::uint64_t>(locator + 8);
@@ -97,7 +96,8 @@ EndOfDirectory read_end_of_directory(const io::File& file, std::uint64_t file_si
             throw_unsupported(path, "multi-volume zip archives are not supported");
         }
         std::uint64_t locator_offset = end_offset - kZip64LocatorSize;
-        if (zip64_end_offset > locator_offset || locator_offset - zip64_end_offset < kZip64EndSize) {
+        if (zip64_end_offset > locator_offset ||
+            locator_offset - zip64_end_offset < kZip64EndSize) {
             throw_input_error(path, "ZIP64 locator points to offset " +
                                         std::to_string(zip64_end_offset) +
                                         ", outside the file's directory area");
@@ -115,7 +115,8 @@ EndOfDirectory read_end_of_directory(const io::File& file, std::uint64_t file_si
         result.directory_end = zip64_end_offset;
     } else if (result.entries == 0xFFFF || result.cd_size == 0xFFFFFFFF ||
                result.cd_offset == 0xFFFFFFFF) {
-        throw_input_error(path, "zip end record needs ZIP64 values but no ZIP64 locator precedes it");
+        throw_input_error(path,
+                          "zip end record needs ZIP64 values but no ZIP64 locator precedes it");
     }
     if (disk != 0 || cd_disk != 0) {
         throw_unsupported(path, "multi-volume zip archives are not supported");
@@ -156,15 +157,17 @@ void apply_zip64_extra(const std::string& path, const std::string& name,
             std::size_t at = pos;
             auto take = [&](std::uint64_t& field) {
                 if (at + 8 > pos + length) {
-                    throw_input_error(path,
-                                      "entry '" + name + "': ZIP64 extra field is too short");
+                    throw_input_error(path, "entry '" + name + "': ZIP64 extra field is too short");
                 }
                 field = load_le<std::uint64_t>(&extra[at]);
                 at += 8;
             };
-            if (usize_saturated) take(record.size);
-            if (csize_saturated) take(record.compressed_size);
-            if (offset_saturated) take(record.local_header_offset);
+            if (usize_saturated)
+                take(record.size);
+            if (csize_saturated)
+                take(record.compressed_size);
+            if (offset_saturated)
+                take(record.local_header_offset);
             return;
         }
         pos += length;
@@ -190,8 +193,8 @@ TorchFileKind sniff_torch_file(std::span<const std::byte> first) noexcept {
     }
     // The legacy format begins with the pickled magic number 0x1950a86a20f9469cfc6c:
     // PROTO 2, LONG1 of 10 bytes, then the number little-endian.
-    if (starts_with(std::string_view("\x80\x02\x8a\x0a\x6c\xfc\x9c\x46\xf9\x20\x6a\xa8\x50\x19",
-                                     14))) {
+    if (starts_with(
+            std::string_view("\x80\x02\x8a\x0a\x6c\xfc\x9c\x46\xf9\x20\x6a\xa8\x50\x19", 14))) {
         return TorchFileKind::kLegacyPickle;
     }
     if (first.size() >= 262 && std::memcmp(first.data() + 257, "ustar", 5) == 0) {
@@ -223,14 +226,17 @@ TorchArchive TorchArchive::open(const io::File& file) {
                               "\"checkpoint_serialization\": false); re-save the checkpoint with "
                               "the default zip format");
         case TorchFileKind::kLegacyTar:
-            throw_unsupported(path, "is a pre-1.0 torch tar archive; only zip-format torch.save "
-                                    "files are supported");
+            throw_unsupported(path,
+                              "is a pre-1.0 torch tar archive; only zip-format torch.save "
+                              "files are supported");
         case TorchFileKind::kPreviewZip:
-            throw_unsupported(path, "uses PyTorch's preview zip format (PYTORCH1); re-save it "
-                                    "with torch >= 1.6");
+            throw_unsupported(path,
+                              "uses PyTorch's preview zip format (PYTORCH1); re-save it "
+                              "with torch >= 1.6");
         case TorchFileKind::kUnknown:
-            throw_input_error(path, "is not a torch.save file: expected a zip archive (bytes "
-                                    "PK\\3\\4) at offset 0");
+            throw_input_error(path,
+                              "is not a torch.save file: expected a zip archive (bytes "
+                              "PK\\3\\4) at offset 0");
     }
     if (archive.file_size_ < kLocalHeaderSize + kEndSize) {
         throw_input_error(path, "file of " + std::to_string(archive.file_size_) +
@@ -265,8 +271,7 @@ TorchArchive TorchArchive::open(const io::File& file) {
             throw_input_error(path, "central directory entry " + std::to_string(index) +
                                         " runs past the end of the directory");
         }
-        std::string full_name(reinterpret_cast<const char*>(header + kCentralHeaderSize),
-                              name_len);
+        std::string full_name(reinterpret_cast<const char*>(header + kCentralHeaderSize), name_len);
         record.compressed_size = csize32;
         record.size = usize32;
         record.local_header_offset = offset32;
@@ -276,8 +281,8 @@ TorchArchive TorchArchive::open(const io::File& file) {
         pos += kCentralHeaderSize + variable;
 
         if (full_name.empty()) {
-            throw_input_error(path, "central directory entry " + std::to_string(index) +
-                                        " has an empty name");
+            throw_input_error(
+                path, "central directory entry " + std::to_string(index) + " has an empty name");
         }
         if (archive.records_.empty()) {
             auto slash = full_name.find('/');
@@ -297,7 +302,8 @@ TorchArchive TorchArchive::open(const io::File& file) {
         record.name = full_name.substr(archive.prefix_.size() + 1);
         if (record.local_header_offset > end.cd_offset ||
             end.cd_offset - record.local_header_offset < kLocalHeaderSize ||
-            record.compressed_size > end.cd_offset - record.local_header_offset - kLocalHeaderSize) {
+            record.compressed_size >
+                end.cd_offset - record.local_header_offset - kLocalHeaderSize) {
             throw_input_error(path, "record '" + full_name + "' (local header at " +
                                         std::to_string(record.local_header_offset) + ", " +
                                         std::to_string(record.compressed_size) +
@@ -313,9 +319,10 @@ TorchArchive TorchArchive::open(const io::File& file) {
     for (std::uint32_t i = 0; i < archive.sorted_.size(); ++i) {
         archive.sorted_[i] = i;
     }
-    std::sort(archive.sorted_.begin(), archive.sorted_.end(), [&](std::uint32_t a, std::uint32_t b) {
-        return archive.records_[a].name < archive.records_[b].name;
-    });
+    std::sort(archive.sorted_.begin(), archive.sorted_.end(),
+              [&](std::uint32_t a, std::uint32_t b) {
+                  return archive.records_[a].name < archive.records_[b].name;
+              });
     for (std::size_t i = 1; i < archive.sorted_.size(); ++i) {
         if (archive.records_[archive.sorted_[i]].name ==
             archive.records_[archive.sorted_[i - 1]].name) {
@@ -333,8 +340,9 @@ TorchArchive TorchArchive::open(const io::File& file) {
             text.remove_suffix(1);
         }
         if (text == "big") {
-            throw_unsupported(path, "archive was written on a big-endian machine (byteorder = "
-                                    "big); only little-endian checkpoints are supported");
+            throw_unsupported(path,
+                              "archive was written on a big-endian machine (byteorder = "
+                              "big); only little-endian checkpoints are supported");
         }
         if (text != "little") {
             throw_input_error(path, "record 'byteorder' holds '" + std::string(text) +
@@ -345,10 +353,9 @@ TorchArchive TorchArchive::open(const io::File& file) {
 }
 
 const ZipRecord* TorchArchive::find(std::string_view name) const noexcept {
-    auto it = std::lower_bound(sorted_.begin(), sorted_.end(), name,
-                               [&](std::uint32_t index, std::string_view key) {
-                                   return records_[index].name < key;
-                               });
+    auto it = std::lower_bound(
+        sorted_.begin(), sorted_.end(), name,
+        [&](std::uint32_t index, std::string_view key) { return records_[index].name < key; });
     if (it != sorted_.end() && records_[*it].name == name) {
         return &records_[*it];
     }
@@ -358,8 +365,8 @@ const ZipRecord* TorchArchive::find(std::string_view name) const noexcept {
 const ZipRecord& TorchArchive::require(std::string_view name) const {
     const ZipRecord* record = find(name);
     if (record == nullptr) {
-        throw_input_error(path_, "missing record '" + prefix_ + "/" + std::string(name) +
-                                     "' in the zip archive");
+        throw_input_error(
+            path_, "missing record '" + prefix_ + "/" + std::string(name) + "' in the zip archive");
     }
     return *record;
 }
@@ -403,8 +410,8 @@ std::vector<std::byte> TorchArchive::read_record(const io::File& file, const Zip
     const std::string full_name = prefix_ + "/" + record.name;
     if (record.size > max_bytes) {
         throw_input_error(path_, "record '" + full_name + "' declares " +
-                                     std::to_string(record.size) + " bytes, more than the limit of " +
-                                     std::to_string(max_bytes));
+                                     std::to_string(record.size) +
+                                     " bytes, more than the limit of " + std::to_string(max_bytes));
     }
     std::uint64_t offset = data_offset(file, record);
     std::vector<std::byte> bytes = read_bytes(file, offset, record.size);

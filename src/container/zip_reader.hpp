@@ -48,7 +48,7 @@ struct ZipRecord {
 };
 
 class TorchArchive {
-public:
+  public:
     // Parses the directory of a torch zip file. Refuses, with a message naming the file, the
     // legacy (pre-zip) torch format, non-zip files, truncated or inconsistent directories,
     // entries outside the archive folder, and big-endian archives.
@@ -73,11 +73,11 @@ public:
     std::vector<std::byte> read_record(const io::File& file, const ZipRecord& record,
                                        std::uint64_t max_bytes) const;
 
-private:
+  private:
     std::string path_;
     std::uint64_t file_size_ = 0;
     std::string prefix_;
-    std::vector<ZipRecord> records_;  // in central-directory order
+    std::vector<ZipRecord> records_;     // in central-directory order
     std::vector<std::uint32_t> sorted_;  // indices of records_ sorted by name, for find()
 };
 

@@ -12,16 +12,15 @@
 // collective and every rank takes the same road. Only rank 0 prints.
 #include "zero2fp32/convert.hpp"
 
-#include <sys/resource.h>
-#include <unistd.h>
-
 #include <chrono>
 #include <cstdio>
 #include <fstream>
 #include <map>
 #include <sstream>
+#include <unistd.h>
 
 #include <nlohmann/json.hpp>
+#include <sys/resource.h>
 
 #include "checkpoint/assemble.hpp"
 #include "checkpoint/discovery.hpp"
@@ -53,45 +52,60 @@ using Clock = std::chrono::steady_clock;
 
 DType to_dtype(DTypeOption option) {
     switch (option) {
-        case DTypeOption::kBf16: return DType::kBF16;
-        case DTypeOption::kFp16: return DType::kF16;
-        case DTypeOption::kFp32: break;
+        case DTypeOption::kBf16:
+            return DType::kBF16;
+        case DTypeOption::kFp16:
+            return DType::kF16;
+        case DTypeOption::kFp32:
+            break;
     }
     return DType::kF32;
 }
 
 OutputFormat to_format(FormatOption option) {
     switch (option) {
-        case FormatOption::kTorch: return OutputFormat::kTorch;
-        case FormatOption::kHdf5: return OutputFormat::kHdf5;
-        case FormatOption::kSafetensors: break;
+        case FormatOption::kTorch:
+            return OutputFormat::kTorch;
+        case FormatOption::kHdf5:
+            return OutputFormat::kHdf5;
+        case FormatOption::kSafetensors:
+            break;
     }
     return OutputFormat::kSafetensors;
 }
 
 io::IoBackend to_backend(IoOption option) {
     switch (option) {
-        case IoOption::kMmap: return io::IoBackend::kMmap;
-        case IoOption::kCopyFileRange: return io::IoBackend::kCopyFileRange;
-        case IoOption::kPread: break;
+        case IoOption::kMmap:
+            return io::IoBackend::kMmap;
+        case IoOption::kCopyFileRange:
+            return io::IoBackend::kCopyFileRange;
+        case IoOption::kPread:
+            break;
     }
     return io::IoBackend::kPread;
 }
 
 const char* format_name(OutputFormat format) {
     switch (format) {
-        case OutputFormat::kSafetensors: return "safetensors";
-        case OutputFormat::kTorch: return "torch";
-        case OutputFormat::kHdf5: return "hdf5";
+        case OutputFormat::kSafetensors:
+            return "safetensors";
+        case OutputFormat::kTorch:
+            return "torch";
+        case OutputFormat::kHdf5:
+            return "hdf5";
     }
     return "?";
 }
 
 const char* io_name(IoOption option) {
     switch (option) {
-        case IoOption::kMmap: return "mmap";
-        case IoOption::kCopyFileRange: return "copy_file_range";
-        case IoOption::kPread: return "pread";
+        case IoOption::kMmap:
+            return "mmap";
+        case IoOption::kCopyFileRange:
+            return "copy_file_range";
+        case IoOption::kPread:
+            return "pread";
     }
     return "?";
 }
@@ -129,9 +143,11 @@ std::vector<std::byte> encode_files(const CheckpointFiles& files) {
     out.put_u8(files.per_rank_model_files ? 1 : 0);
     out.put_u8(files.has_offloaded_tensors ? 1 : 0);
     out.put<std::uint64_t>(files.model_files.size());
-    for (const auto& path : files.model_files) put_string(out, path);
+    for (const auto& path : files.model_files)
+        put_string(out, path);
     out.put<std::uint64_t>(files.optim_files.size());
-    for (const auto& path : files.optim_files) put_string(out, path);
+    for (const auto& path : files.optim_files)
+        put_string(out, path);
     return out.take();
 }
 
@@ -146,17 +162,19 @@ CheckpointFiles decode_files(std::span<const std::byte> bytes) {
     files.has_offloaded_tensors = bytes[pos++] != std::byte{0};
     auto models = load_le<std::uint64_t>(&bytes[pos]);
     pos += 8;
-    for (std::uint64_t i = 0; i < models; ++i) files.model_files.push_back(get_string(bytes, pos));
+    for (std::uint64_t i = 0; i < models; ++i)
+        files.model_files.push_back(get_string(bytes, pos));
     auto optims = load_le<std::uint64_t>(&bytes[pos]);
     pos += 8;
-    for (std::uint64_t i = 0; i < optims; ++i) files.optim_files.push_back(get_string(bytes, pos));
+    for (std::uint64_t i = 0; i < optims; ++i)
+        files.optim_files.push_back(get_string(bytes, pos));
     return files;
 }
 
 // --- the run -------------------------------------------------------------------------------
 
 class Conversion {
-public:
+  public:
     Conversion(const ConvertOptions& options, MPI_Comm comm)
         : options_(options), comm_(comm), start_(Clock::now()) {}
 
@@ -166,7 +184,7 @@ public:
         return code;
     }
 
-private:
+  private:
     // Prints to stderr on rank 0 only.
     void say(int level, const std::string& text) const {
         if (comm_.is_root() && options_.verbosity >= level) {
@@ -176,7 +194,8 @@ private:
 
     bool agreed(const char* phase, const Outcome& outcome) {
         Agreement agreement = parallel::agree(comm_, outcome);
-        phase_seconds_.emplace_back(phase, std::chrono::duration<double>(Clock::now() - phase_start_).count());
+        phase_seconds_.emplace_back(
+            phase, std::chrono::duration<double>(Clock::now() - phase_start_).count());
         phase_start_ = Clock::now();
         if (agreement.ok) {
             return true;
@@ -192,11 +211,15 @@ private:
 
     ExitCode run_phases() {
         phase_start_ = Clock::now();
-        if (!agreed("discover", parallel::capture([&] { discover(); }))) return failed();
-        if (!agreed("metadata", parallel::capture([&] { read_metadata(); }))) return failed();
-        if (!agreed("plan", parallel::capture([&] { plan(); }))) return failed();
+        if (!agreed("discover", parallel::capture([&] { discover(); })))
+            return failed();
+        if (!agreed("metadata", parallel::capture([&] { read_metadata(); })))
+            return failed();
+        if (!agreed("plan", parallel::capture([&] { plan(); })))
+            return failed();
         bool verify_only = false;
-        if (!agreed("prepare", parallel::capture([&] { inspect_output(verify_only); }))) return failed();
+        if (!agreed("prepare", parallel::capture([&] { inspect_output(verify_only); })))
+            return failed();
         share_decision(verify_only);
         if (options_.dry_run) {
             print_dry_run();
@@ -204,22 +227,27 @@ private:
         }
         if (!verify_only) {
             if (!agreed("prepare", parallel::capture([&] {
-                    if (comm_.is_root()) prepare_output_dir(dir_request_, decision_);
-                }))) {
+                            if (comm_.is_root())
+                                prepare_output_dir(dir_request_, decision_);
+                        }))) {
                 return failed();
             }
-            if (!execute()) return failed();
-            if (!agreed("index", parallel::capture([&] { write_index(); }))) return failed();
+            if (!execute())
+                return failed();
+            if (!agreed("index", parallel::capture([&] { write_index(); })))
+                return failed();
         }
         if (options_.verify || verify_only) {
-            if (!verify()) return failed();
+            if (!verify())
+                return failed();
         }
         return ExitCode::kOk;
     }
 
     void check_signal() const {
         if (int signal = io::termination_signal()) {
-            throw Error(ErrorKind::kInterrupted, std::string("interrupted by ") + io::signal_name(signal));
+            throw Error(ErrorKind::kInterrupted,
+                        std::string("interrupted by ") + io::signal_name(signal));
         }
     }
 
@@ -238,7 +266,8 @@ private:
         }
         files_ = decode_files(comm_.broadcast(std::move(encoded)));
         say(1, "checkpoint: " + files_.tag_dir + " (" + std::to_string(files_.optim_files.size()) +
-                   " optimizer files, " + std::to_string(files_.model_files.size()) + " model files)");
+                   " optimizer files, " + std::to_string(files_.model_files.size()) +
+                   " model files)");
     }
 
     void read_metadata() {
@@ -272,7 +301,8 @@ private:
         say(0, "ZeRO stage " + std::to_string(meta_.zero_stage) + ", world size " +
                    std::to_string(meta_.world_size) +
                    (meta_.ds_version.empty() ? "" : ", DeepSpeed " + meta_.ds_version));
-        for (const std::string& note : meta_.notes) say(1, "note: " + note);
+        for (const std::string& note : meta_.notes)
+            say(1, "note: " + note);
     }
 
     void plan() {
@@ -281,13 +311,17 @@ private:
         plan_options.cast_all_buffers = options_.cast_all_buffers;
         plan_options.keep_frozen_dtype = options_.keep_frozen_dtype;
         plan_options.exclude_frozen = options_.exclude_frozen;
-        plan_options.stage1_frozen =
-            options_.stage1_frozen == Stage1FrozenOption::kSkip ? Stage1Frozen::kSkip : Stage1Frozen::kEmit;
+        plan_options.stage1_frozen = options_.stage1_frozen == Stage1FrozenOption::kSkip
+                                         ? Stage1Frozen::kSkip
+                                         : Stage1Frozen::kEmit;
         ConsolidationPlan consolidation = plan_consolidation(meta_, plan_options);
-        for (const std::string& warning : consolidation.warnings) say(0, "warning: " + warning);
-        for (const std::string& note : consolidation.notes) say(1, "note: " + note);
+        for (const std::string& warning : consolidation.warnings)
+            say(0, "warning: " + warning);
+        for (const std::string& note : consolidation.notes)
+            say(1, "note: " + note);
 
-        SelectionOptions selection{options_.include, options_.exclude, options_.strip_prefixes, options_.untie};
+        SelectionOptions selection{options_.include, options_.exclude, options_.strip_prefixes,
+                                   options_.untie};
         plan_ = select_tensors(consolidation.plan, selection);
         OutputPlanOptions output_options{to_format(options_.format), options_.max_shard_size};
         outputs_ = plan_outputs(plan_, output_options);
@@ -300,7 +334,8 @@ private:
         for (std::uint32_t f = 0; f < outputs_.files.size(); ++f) {
             layouts_.push_back(layout_output_file(plan_, outputs_, f, layout_options));
             FileWork file;
-            for (const TensorSlot& slot : layouts_.back().slots) file.slot_bytes.push_back(slot.length);
+            for (const TensorSlot& slot : layouts_.back().slots)
+                file.slot_bytes.push_back(slot.length);
             work.push_back(std::move(file));
         }
         ownership_ = assign_ownership(work, static_cast<std::uint32_t>(comm_.size()));
@@ -323,10 +358,12 @@ private:
             dir_request_.files.push_back(planned);
         }
         std::uint64_t data = 0;
-        for (const auto& file : outputs_.files) data += file.data_bytes;
-        say(0, std::to_string(plan_.tensors.size()) + " tensors, " + std::to_string(outputs_.files.size()) +
-                   " " + format_name(outputs_.format) + " file(s), " + ProgressPrinter::format_bytes(data) +
-                   " on " + std::to_string(comm_.size()) + " rank(s)");
+        for (const auto& file : outputs_.files)
+            data += file.data_bytes;
+        say(0, std::to_string(plan_.tensors.size()) + " tensors, " +
+                   std::to_string(outputs_.files.size()) + " " + format_name(outputs_.format) +
+                   " file(s), " + ProgressPrinter::format_bytes(data) + " on " +
+                   std::to_string(comm_.size()) + " rank(s)");
     }
 
     // What the manifest must match for --resume to trust an earlier run's files.
@@ -337,20 +374,25 @@ private:
             text << "input=" << meta_.inputs[i] << " " << meta_.input_sizes[i] << "\n";
         }
         text << "format=" << format_name(to_format(options_.format))
-             << " dtype=" << dtype_display_name(to_dtype(options_.dtype))
-             << " shard=" << (options_.max_shard_size ? std::to_string(*options_.max_shard_size) : "none")
-             << " cast_all_buffers=" << options_.cast_all_buffers << " keep_frozen_dtype=" << options_.keep_frozen_dtype
-             << " stage1_frozen=" << (options_.stage1_frozen == Stage1FrozenOption::kEmit ? "emit" : "skip")
+             << " dtype=" << dtype_display_name(to_dtype(options_.dtype)) << " shard="
+             << (options_.max_shard_size ? std::to_string(*options_.max_shard_size) : "none")
+             << " cast_all_buffers=" << options_.cast_all_buffers
+             << " keep_frozen_dtype=" << options_.keep_frozen_dtype << " stage1_frozen="
+             << (options_.stage1_frozen == Stage1FrozenOption::kEmit ? "emit" : "skip")
              << " exclude_frozen=" << options_.exclude_frozen << " untie=" << options_.untie
              << " hdf5_bf16_float=" << options_.hdf5_bf16_float << "\n";
-        for (const auto& p : options_.include) text << "include=" << p << "\n";
-        for (const auto& p : options_.exclude) text << "exclude=" << p << "\n";
-        for (const auto& p : options_.strip_prefixes) text << "strip=" << p << "\n";
+        for (const auto& p : options_.include)
+            text << "include=" << p << "\n";
+        for (const auto& p : options_.exclude)
+            text << "exclude=" << p << "\n";
+        for (const auto& p : options_.strip_prefixes)
+            text << "strip=" << p << "\n";
         return text.str();
     }
 
     void inspect_output(bool& verify_only) {
-        if (!comm_.is_root()) return;
+        if (!comm_.is_root())
+            return;
         if (options_.verify && !options_.overwrite && !options_.resume && all_outputs_present()) {
             verify_only = true;  // check an existing conversion against the checkpoint
             decision_.skip.assign(layouts_.size(), true);
@@ -358,49 +400,61 @@ private:
         }
         decision_ = inspect_output_dir(dir_request_);
         for (std::size_t i = 0; i < decision_.skip.size(); ++i) {
-            if (decision_.skip[i]) say(0, "resume: " + layouts_[i].name + " is complete, skipped");
+            if (decision_.skip[i])
+                say(0, "resume: " + layouts_[i].name + " is complete, skipped");
         }
     }
 
     bool all_outputs_present() const {
         for (const OutputFileLayout& layout : layouts_) {
             std::string path = options_.output_dir + "/" + layout.name;
-            if (!io::is_regular_file(path) || io::file_size(path) != layout.size) return false;
+            if (!io::is_regular_file(path) || io::file_size(path) != layout.size)
+                return false;
         }
-        return !outputs_.index_name || io::is_regular_file(options_.output_dir + "/" + *outputs_.index_name);
+        return !outputs_.index_name ||
+               io::is_regular_file(options_.output_dir + "/" + *outputs_.index_name);
     }
 
     void share_decision(bool& verify_only) {
         std::vector<std::byte> bytes;
         if (comm_.is_root()) {
             bytes.push_back(static_cast<std::byte>(verify_only ? 1 : 0));
-            for (bool skip : decision_.skip) bytes.push_back(static_cast<std::byte>(skip ? 1 : 0));
+            for (bool skip : decision_.skip)
+                bytes.push_back(static_cast<std::byte>(skip ? 1 : 0));
         }
         bytes = comm_.broadcast(std::move(bytes));
         verify_only = bytes[0] != std::byte{0};
         decision_.skip.assign(layouts_.size(), false);
-        for (std::size_t i = 0; i < layouts_.size(); ++i) decision_.skip[i] = bytes[1 + i] != std::byte{0};
+        for (std::size_t i = 0; i < layouts_.size(); ++i)
+            decision_.skip[i] = bytes[1 + i] != std::byte{0};
     }
 
     void print_dry_run() const {
-        if (!comm_.is_root()) return;
+        if (!comm_.is_root())
+            return;
         std::printf("dry run: %zu tensors in %zu %s file(s), %d rank(s); nothing written\n",
-                    plan_.tensors.size(), layouts_.size(), format_name(outputs_.format), comm_.size());
+                    plan_.tensors.size(), layouts_.size(), format_name(outputs_.format),
+                    comm_.size());
         for (std::uint32_t f = 0; f < layouts_.size(); ++f) {
             std::string owners;
             for (const WriteTask& task : ownership_.tasks) {
-                if (task.file == f) owners += (owners.empty() ? "" : ",") + std::to_string(task.rank);
+                if (task.file == f)
+                    owners += (owners.empty() ? "" : ",") + std::to_string(task.rank);
             }
             std::printf("  %-40s %14llu bytes  %4zu tensors  rank %s%s\n", layouts_[f].name.c_str(),
-                        static_cast<unsigned long long>(layouts_[f].size), outputs_.files[f].tensors.size(),
-                        owners.c_str(), decision_.skip[f] ? "  (complete, skipped)" : "");
+                        static_cast<unsigned long long>(layouts_[f].size),
+                        outputs_.files[f].tensors.size(), owners.c_str(),
+                        decision_.skip[f] ? "  (complete, skipped)" : "");
         }
-        if (outputs_.index_name) std::printf("  %s\n", outputs_.index_name->c_str());
+        if (outputs_.index_name)
+            std::printf("  %s\n", outputs_.index_name->c_str());
         std::vector<std::uint64_t> reads(plan_.inputs.size(), 0);
         for (const OutputFile& file : outputs_.files) {
             for (std::uint32_t t : file.tensors) {
-                if (plan_.tensors[t].is_alias()) continue;
-                for (const SourceExtent& extent : plan_.tensors[t].extents) reads[extent.file] += extent.length;
+                if (plan_.tensors[t].is_alias())
+                    continue;
+                for (const SourceExtent& extent : plan_.tensors[t].extents)
+                    reads[extent.file] += extent.length;
             }
         }
         std::printf("bytes to read per input file:\n");
@@ -436,10 +490,12 @@ private:
         parallel::PeerChannel channel(comm_);
         std::uint64_t total = 0;
         for (const WriteTask& task : ownership_.tasks) {
-            if (!decision_.skip[task.file]) total += task.bytes;
+            if (!decision_.skip[task.file])
+                total += task.bytes;
         }
         bool tty = ::isatty(STDERR_FILENO) == 1;
-        bool enabled = comm_.is_root() && options_.verbosity >= 0 && options_.progress != ProgressOption::kNever &&
+        bool enabled = comm_.is_root() && options_.verbosity >= 0 &&
+                       options_.progress != ProgressOption::kNever &&
                        (options_.progress == ProgressOption::kAlways || total > 0);
         ProgressPrinter printer(stderr, enabled, tty);
         printer.start(total);
@@ -448,7 +504,8 @@ private:
         copy.on_progress = [&](std::uint64_t bytes) {
             done += bytes;
             check_signal();
-            if (channel.peer_failed()) throw parallel::StoppedByPeer{};
+            if (channel.peer_failed())
+                throw parallel::StoppedByPeer{};
             if (comm_.is_root()) {
                 printer.update(channel.total_progress(done));
             } else {
@@ -463,12 +520,15 @@ private:
         if (outcome.kind == parallel::OutcomeKind::kFailed) {
             channel.announce_failure();
         }
-        if (!comm_.is_root()) channel.report_progress(done, true);
+        if (!comm_.is_root())
+            channel.report_progress(done, true);
         comm_.quiet_barrier([&] {
-            if (comm_.is_root()) printer.update(channel.total_progress(done));
+            if (comm_.is_root())
+                printer.update(channel.total_progress(done));
         });
         channel.drain();
-        if (comm_.is_root()) printer.finish(channel.total_progress(done));
+        if (comm_.is_root())
+            printer.finish(channel.total_progress(done));
         peak_open_inputs_ = inputs.peak_open();
 
         bool ok = agreed("execute", outcome);
@@ -477,20 +537,22 @@ private:
         std::vector<SlotCrc> crcs = gather_crcs(report.shared_crcs);
         if (ok) {
             ok = agreed("finalize", parallel::capture([&] {
-                for (const WriteTask& task : ownership_.tasks) {
-                    if (task.lead && static_cast<int>(task.rank) == comm_.rank() && !decision_.skip[task.file] &&
-                        ownership_.tasks_per_file[task.file] > 1) {
-                        finalize_split_file(ctx, task.file, crcs);
-                        completed.push_back(task.file);
-                    }
-                }
-            }));
+                            for (const WriteTask& task : ownership_.tasks) {
+                                if (task.lead && static_cast<int>(task.rank) == comm_.rank() &&
+                                    !decision_.skip[task.file] &&
+                                    ownership_.tasks_per_file[task.file] > 1) {
+                                    finalize_split_file(ctx, task.file, crcs);
+                                    completed.push_back(task.file);
+                                }
+                            }
+                        }));
         }
         if (!ok) {
             remove_temp_files(report);
             for (const WriteTask& task : ownership_.tasks) {
                 // Leads of shared files also clean the temp files other ranks opened.
-                if (task.lead && static_cast<int>(task.rank) == comm_.rank() && ownership_.tasks_per_file[task.file] > 1) {
+                if (task.lead && static_cast<int>(task.rank) == comm_.rank() &&
+                    ownership_.tasks_per_file[task.file] > 1) {
                     try {
                         io::remove_file(temp_path(options_.output_dir, layouts_[task.file].name));
                     } catch (...) {
@@ -504,10 +566,12 @@ private:
 
     std::vector<std::uint32_t> gather_completed(const std::vector<std::uint32_t>& mine) const {
         ByteWriter out;
-        for (std::uint32_t file : mine) out.put<std::uint32_t>(file);
+        for (std::uint32_t file : mine)
+            out.put<std::uint32_t>(file);
         std::vector<std::uint32_t> all;
         for (const auto& bytes : comm_.all_gather(out.bytes())) {
-            for (std::size_t i = 0; i + 4 <= bytes.size(); i += 4) all.push_back(load_le<std::uint32_t>(&bytes[i]));
+            for (std::size_t i = 0; i + 4 <= bytes.size(); i += 4)
+                all.push_back(load_le<std::uint32_t>(&bytes[i]));
         }
         std::sort(all.begin(), all.end());
         all.erase(std::unique(all.begin(), all.end()), all.end());
@@ -524,7 +588,8 @@ private:
         std::vector<SlotCrc> all;
         for (const auto& bytes : comm_.all_gather(out.bytes())) {
             for (std::size_t i = 0; i + 12 <= bytes.size(); i += 12) {
-                all.push_back({load_le<std::uint32_t>(&bytes[i]), load_le<std::uint32_t>(&bytes[i + 4]),
+                all.push_back({load_le<std::uint32_t>(&bytes[i]),
+                               load_le<std::uint32_t>(&bytes[i + 4]),
                                load_le<std::uint32_t>(&bytes[i + 8])});
             }
         }
@@ -534,33 +599,41 @@ private:
     void report_completed(const std::vector<std::uint32_t>& completed) {
         completed_after_failure_.clear();
         for (std::size_t f = 0; f < layouts_.size(); ++f) {
-            bool done = decision_.skip[f] || std::binary_search(completed.begin(), completed.end(), f);
-            if (done) completed_after_failure_.push_back(layouts_[f].name);
+            bool done =
+                decision_.skip[f] || std::binary_search(completed.begin(), completed.end(), f);
+            if (done)
+                completed_after_failure_.push_back(layouts_[f].name);
         }
         if (comm_.is_root() && options_.verbosity >= -1) {
-            std::fprintf(stderr, "zero2fp32-mpi: no index written; %zu of %zu output file(s) are complete%s\n",
-                         completed_after_failure_.size(), layouts_.size(),
-                         completed_after_failure_.empty() ? "" : " (rerun with --resume to finish):");
-            for (const std::string& name : completed_after_failure_) std::fprintf(stderr, "  %s\n", name.c_str());
+            std::fprintf(
+                stderr,
+                "zero2fp32-mpi: no index written; %zu of %zu output file(s) are complete%s\n",
+                completed_after_failure_.size(), layouts_.size(),
+                completed_after_failure_.empty() ? "" : " (rerun with --resume to finish):");
+            for (const std::string& name : completed_after_failure_)
+                std::fprintf(stderr, "  %s\n", name.c_str());
         }
     }
 
     void write_index() {
-        if (!comm_.is_root()) return;
+        if (!comm_.is_root())
+            return;
         // Seen from rank 0: catches an OUT_DIR that is not shared between nodes.
         for (const OutputFileLayout& layout : layouts_) {
             std::string path = options_.output_dir + "/" + layout.name;
             if (!io::is_regular_file(path)) {
-                throw_output_error("'" + path + "' was written by another rank but is not visible on rank 0: is "
+                throw_output_error("'" + path +
+                                   "' was written by another rank but is not visible on rank 0: is "
                                    "the output directory on a file system shared by all nodes?");
             }
             if (io::file_size(path) != layout.size) {
-                throw_output_error("'" + path + "' has " + std::to_string(io::file_size(path)) + " bytes, expected " +
-                                   std::to_string(layout.size));
+                throw_output_error("'" + path + "' has " + std::to_string(io::file_size(path)) +
+                                   " bytes, expected " + std::to_string(layout.size));
             }
         }
         if (outputs_.index_name) {
-            io::write_file_atomically(options_.output_dir + "/" + *outputs_.index_name, outputs_.index_json);
+            io::write_file_atomically(options_.output_dir + "/" + *outputs_.index_name,
+                                      outputs_.index_json);
         }
         if (options_.copy_hf_files) {
             for (const std::string& name : find_hf_side_files(files_.checkpoint_dir)) {
@@ -569,7 +642,8 @@ private:
                     say(0, "warning: not copying " + name + ": already in the output directory");
                     continue;
                 }
-                io::write_file_atomically(target, io::read_small_file(files_.checkpoint_dir + "/" + name, 256u << 20));
+                io::write_file_atomically(
+                    target, io::read_small_file(files_.checkpoint_dir + "/" + name, 256u << 20));
                 say(1, "copied " + name);
             }
         }
@@ -584,13 +658,16 @@ private:
         Outcome outcome = parallel::capture([&] {
             mismatches = verify_tasks(ctx, inputs, copy_options());
             if (!mismatches.empty()) {
-                std::string message = "verification failed: " + std::to_string(mismatches.size()) + " mismatch(es)";
-                for (const std::string& line : mismatches) message += "\n  " + line;
+                std::string message =
+                    "verification failed: " + std::to_string(mismatches.size()) + " mismatch(es)";
+                for (const std::string& line : mismatches)
+                    message += "\n  " + line;
                 throw Error(ErrorKind::kInput, message);
             }
         });
         bool ok = agreed("verify", outcome);
-        if (ok) say(0, "verify: every output byte matches the checkpoint");
+        if (ok)
+            say(0, "verify: every output byte matches the checkpoint");
         return ok;
     }
 
@@ -600,20 +677,25 @@ private:
         std::uint64_t bytes_written = comm_.sum(counters.bytes_written);
         std::uint64_t peak_rss = comm_.max(peak_rss_bytes());
         std::uint64_t peak_open = comm_.max(peak_open_inputs_);
-        if (!comm_.is_root()) return;
+        if (!comm_.is_root())
+            return;
         double seconds = std::chrono::duration<double>(Clock::now() - start_).count();
         std::uint64_t output_bytes = 0;
-        for (const auto& layout : layouts_) output_bytes += layout.size;
+        for (const auto& layout : layouts_)
+            output_bytes += layout.size;
         double rate = seconds > 0 ? static_cast<double>(output_bytes) / seconds / 1e9 : 0.0;
         if (code == ExitCode::kOk && !options_.dry_run) {
-            say(0, "done: " + std::to_string(plan_.tensors.size()) + " tensors, " + std::to_string(layouts_.size()) +
-                       " file(s), " + ProgressPrinter::format_bytes(output_bytes) + " in " +
-                       ProgressPrinter::format_duration(seconds) + " (" + std::to_string(rate).substr(0, 5) +
-                       " GB/s); read " + ProgressPrinter::format_bytes(bytes_read) + ", wrote " +
+            say(0, "done: " + std::to_string(plan_.tensors.size()) + " tensors, " +
+                       std::to_string(layouts_.size()) + " file(s), " +
+                       ProgressPrinter::format_bytes(output_bytes) + " in " +
+                       ProgressPrinter::format_duration(seconds) + " (" +
+                       std::to_string(rate).substr(0, 5) + " GB/s); read " +
+                       ProgressPrinter::format_bytes(bytes_read) + ", wrote " +
                        ProgressPrinter::format_bytes(bytes_written) + ", peak RSS " +
                        ProgressPrinter::format_bytes(peak_rss) + " per rank");
         }
-        if (options_.summary_json.empty()) return;
+        if (options_.summary_json.empty())
+            return;
         nlohmann::ordered_json json;
         json["status"] = code == ExitCode::kOk ? "ok" : "error";
         json["exit_code"] = static_cast<int>(code);
@@ -634,13 +716,15 @@ private:
         json["ranks"] = comm_.size();
         json["options"] = {{"format", format_name(to_format(options_.format))},
                            {"dtype", std::string(dtype_display_name(to_dtype(options_.dtype)))},
-                           {"max_shard_size", options_.max_shard_size ? nlohmann::ordered_json(*options_.max_shard_size)
-                                                                      : nlohmann::ordered_json("none")},
+                           {"max_shard_size", options_.max_shard_size
+                                                  ? nlohmann::ordered_json(*options_.max_shard_size)
+                                                  : nlohmann::ordered_json("none")},
                            {"io", io_name(options_.io)},
                            {"buffer_size", options_.buffer_size},
                            {"cast_all_buffers", options_.cast_all_buffers},
                            {"keep_frozen_dtype", options_.keep_frozen_dtype},
-                           {"stage1_frozen", options_.stage1_frozen == Stage1FrozenOption::kEmit ? "emit" : "skip"},
+                           {"stage1_frozen",
+                            options_.stage1_frozen == Stage1FrozenOption::kEmit ? "emit" : "skip"},
                            {"exclude_frozen", options_.exclude_frozen},
                            {"untie", options_.untie},
                            {"dry_run", options_.dry_run},
@@ -649,11 +733,13 @@ private:
         json["tensors"] = plan_.tensors.size();
         nlohmann::ordered_json files = nlohmann::ordered_json::array();
         for (std::size_t f = 0; f < layouts_.size(); ++f) {
-            files.push_back({{"name", layouts_[f].name}, {"size", layouts_[f].size},
+            files.push_back({{"name", layouts_[f].name},
+                             {"size", layouts_[f].size},
                              {"skipped", f < decision_.skip.size() && decision_.skip[f]}});
         }
         json["files"] = files;
-        json["index"] = outputs_.index_name ? nlohmann::ordered_json(*outputs_.index_name) : nlohmann::ordered_json(nullptr);
+        json["index"] = outputs_.index_name ? nlohmann::ordered_json(*outputs_.index_name)
+                                            : nlohmann::ordered_json(nullptr);
         json["output_bytes"] = output_bytes;
         json["bytes_read"] = bytes_read;
         json["bytes_written"] = bytes_written;
@@ -662,12 +748,14 @@ private:
         json["peak_rss_bytes"] = peak_rss;
         json["peak_open_inputs"] = peak_open;
         nlohmann::ordered_json phases = nlohmann::ordered_json::object();
-        for (const auto& [name, secs] : phase_seconds_) phases[name] = phases.contains(name) ? phases[name].get<double>() + secs : secs;
+        for (const auto& [name, secs] : phase_seconds_)
+            phases[name] = phases.contains(name) ? phases[name].get<double>() + secs : secs;
         json["phase_seconds"] = phases;
         try {
             io::write_file_atomically(options_.summary_json, json.dump(2) + "\n");
         } catch (const Error& error) {
-            std::fprintf(stderr, "zero2fp32-mpi: warning: cannot write the summary: %s\n", error.what());
+            std::fprintf(stderr, "zero2fp32-mpi: warning: cannot write the summary: %s\n",
+                         error.what());
         }
     }
 

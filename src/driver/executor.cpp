@@ -15,7 +15,8 @@ std::vector<io::SlotCopy> slot_copies(const ExecuteContext& context, const Outpu
     std::vector<io::SlotCopy> copies;
     for (std::uint32_t s = task.slot_begin; s < task.slot_end; ++s) {
         const TensorSlot& slot = layout.slots[s];
-        copies.push_back({&slot_source(*context.plan, slot.tensor), slot.offset, layout.needs_slot_crcs()});
+        copies.push_back(
+            {&slot_source(*context.plan, slot.tensor), slot.offset, layout.needs_slot_crcs()});
     }
     return copies;
 }
@@ -49,8 +50,8 @@ const PlannedTensor& slot_source(const TensorPlan& plan, std::uint32_t tensor) {
     return *source;
 }
 
-void execute_tasks(const ExecuteContext& context, io::InputFiles& inputs, const io::CopyOptions& copy,
-                   ExecuteReport& report) {
+void execute_tasks(const ExecuteContext& context, io::InputFiles& inputs,
+                   const io::CopyOptions& copy, ExecuteReport& report) {
     io::ExtentCopier copier(inputs, copy);
     const Ownership& ownership = *context.ownership;
     for (const WriteTask& task : ownership.tasks) {
@@ -78,7 +79,8 @@ void execute_tasks(const ExecuteContext& context, io::InputFiles& inputs, const 
             file.sync();
             if (layout.needs_slot_crcs()) {
                 for (std::size_t i = 0; i < crcs.size(); ++i) {
-                    report.shared_crcs.push_back({task.file, task.slot_begin + static_cast<std::uint32_t>(i), crcs[i]});
+                    report.shared_crcs.push_back(
+                        {task.file, task.slot_begin + static_cast<std::uint32_t>(i), crcs[i]});
                 }
             }
         }
@@ -120,7 +122,8 @@ std::vector<std::string> verify_tasks(const ExecuteContext& context, io::InputFi
                                       const io::CopyOptions& copy) {
     io::CopyOptions options = copy;
     options.compare = true;
-    options.backend = copy.backend == io::IoBackend::kCopyFileRange ? io::IoBackend::kPread : copy.backend;
+    options.backend =
+        copy.backend == io::IoBackend::kCopyFileRange ? io::IoBackend::kPread : copy.backend;
     io::ExtentCopier copier(inputs, options);
     std::vector<std::string> mismatches;
     const Ownership& ownership = *context.ownership;
@@ -132,8 +135,8 @@ std::vector<std::string> verify_tasks(const ExecuteContext& context, io::InputFi
         const std::string path = final_path(context, task.file);
         io::File file = io::File::open_read(path);
         if (file.size() != layout.size) {
-            mismatches.push_back(layout.name + ": size " + std::to_string(file.size()) + ", expected " +
-                                 std::to_string(layout.size));
+            mismatches.push_back(layout.name + ": size " + std::to_string(file.size()) +
+                                 ", expected " + std::to_string(layout.size));
             continue;
         }
         auto check_regions = [&](const std::vector<FixedRegion>& regions, const char* what) {
@@ -153,9 +156,10 @@ std::vector<std::string> verify_tasks(const ExecuteContext& context, io::InputFi
         io::ExtentCopier::Comparison result = copier.compare(file, copies);
         for (std::size_t i = 0; i < copies.size(); ++i) {
             if (result.mismatched[i]) {
-                mismatches.push_back(layout.name + ": tensor '" +
-                                     context.plan->tensors[layout.slots[task.slot_begin + i].tensor].name +
-                                     "' differs from the checkpoint");
+                mismatches.push_back(
+                    layout.name + ": tensor '" +
+                    context.plan->tensors[layout.slots[task.slot_begin + i].tensor].name +
+                    "' differs from the checkpoint");
             }
         }
         if (task.lead && layout.needs_slot_crcs() && ownership.tasks_per_file[task.file] == 1) {

@@ -37,7 +37,8 @@ std::string human_bytes(std::uint64_t bytes) {
 // "model-00001-of-00004": the shard suffix of huggingface_hub's naming.
 bool is_shard_suffix(std::string_view text) {
     auto digits = [](std::string_view s) {
-        return s.size() == 5 && std::all_of(s.begin(), s.end(), [](char c) { return c >= '0' && c <= '9'; });
+        return s.size() == 5 &&
+               std::all_of(s.begin(), s.end(), [](char c) { return c >= '0' && c <= '9'; });
     };
     return text.size() == 15 && text[0] == '-' && digits(text.substr(1, 5)) &&
            text.substr(6, 4) == "-of-" && digits(text.substr(10, 5));
@@ -67,9 +68,18 @@ bool is_output_like_name(OutputFormat format, const std::string& name) {
     std::string stem;
     std::string extension;
     switch (format) {
-        case OutputFormat::kSafetensors: stem = "model"; extension = ".safetensors"; break;
-        case OutputFormat::kTorch: stem = "pytorch_model"; extension = ".bin"; break;
-        case OutputFormat::kHdf5: stem = "model"; extension = ".h5"; break;
+        case OutputFormat::kSafetensors:
+            stem = "model";
+            extension = ".safetensors";
+            break;
+        case OutputFormat::kTorch:
+            stem = "pytorch_model";
+            extension = ".bin";
+            break;
+        case OutputFormat::kHdf5:
+            stem = "model";
+            extension = ".h5";
+            break;
     }
     if (name == stem + extension + ".index.json" || name == stem + extension) {
         return true;
@@ -77,7 +87,8 @@ bool is_output_like_name(OutputFormat format, const std::string& name) {
     if (!name.starts_with(stem) || !name.ends_with(extension)) {
         return false;
     }
-    return is_shard_suffix(std::string_view(name).substr(stem.size(), name.size() - stem.size() - extension.size()));
+    return is_shard_suffix(
+        std::string_view(name).substr(stem.size(), name.size() - stem.size() - extension.size()));
 }
 
 OutputDirDecision inspect_output_dir(const OutputDirRequest& request) {
@@ -103,8 +114,10 @@ OutputDirDecision inspect_output_dir(const OutputDirRequest& request) {
 
     std::vector<std::string> present;
     std::set<std::string> planned;
-    for (const auto& file : request.files) planned.insert(file.name);
-    if (request.index_name) planned.insert(*request.index_name);
+    for (const auto& file : request.files)
+        planned.insert(file.name);
+    if (request.index_name)
+        planned.insert(*request.index_name);
     std::optional<RunManifest> manifest;
     if (decision.directory_exists) {
         for (const std::string& name : io::list_directory(dir)) {
@@ -122,12 +135,15 @@ OutputDirDecision inspect_output_dir(const OutputDirRequest& request) {
     std::sort(decision.stale.begin(), decision.stale.end());
 
     if (!decision.stale.empty() && !request.overwrite) {
-        throw_output_error("'" + dir + "' holds other outputs that would be mixed with this "
-                           "run's: " + list(decision.stale) + "; remove them or use --overwrite");
+        throw_output_error("'" + dir +
+                           "' holds other outputs that would be mixed with this "
+                           "run's: " +
+                           list(decision.stale) + "; remove them or use --overwrite");
     }
     if (!present.empty() && !request.overwrite && !request.resume) {
-        throw_output_error("'" + dir + "' already holds output files of this run's names: " +
-                           list(present) + "; use --overwrite to replace them or --resume to "
+        throw_output_error("'" + dir +
+                           "' already holds output files of this run's names: " + list(present) +
+                           "; use --overwrite to replace them or --resume to "
                            "complete an interrupted run");
     }
 
@@ -137,7 +153,8 @@ OutputDirDecision inspect_output_dir(const OutputDirRequest& request) {
             auto entry = std::find_if(manifest->files.begin(), manifest->files.end(),
                                       [&](const ManifestFile& m) { return m.name == file.name; });
             if (entry != manifest->files.end() && entry->size == file.size &&
-                entry->header_crc32 == file.header_crc32 && entry->header_length == file.header_length &&
+                entry->header_crc32 == file.header_crc32 &&
+                entry->header_length == file.header_length &&
                 header_matches(dir + "/" + file.name, file)) {
                 decision.skip[i] = true;
             }
@@ -146,7 +163,8 @@ OutputDirDecision inspect_output_dir(const OutputDirRequest& request) {
     for (const std::string& name : present) {
         auto it = std::find_if(request.files.begin(), request.files.end(),
                                [&](const PlannedOutput& f) { return f.name == name; });
-        if (it == request.files.end() || !decision.skip[static_cast<std::size_t>(it - request.files.begin())]) {
+        if (it == request.files.end() ||
+            !decision.skip[static_cast<std::size_t>(it - request.files.begin())]) {
             decision.replaced.push_back(name);
         }
     }
@@ -154,7 +172,8 @@ OutputDirDecision inspect_output_dir(const OutputDirRequest& request) {
     if (request.space_check) {
         std::uint64_t needed = 0;
         for (std::size_t i = 0; i < request.files.size(); ++i) {
-            if (!decision.skip[i]) needed += request.files[i].size;
+            if (!decision.skip[i])
+                needed += request.files[i].size;
         }
         std::uint64_t free = io::free_bytes(existing);
         // Files being replaced free their space only when replaced; do not count on it.

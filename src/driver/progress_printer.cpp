@@ -10,11 +10,16 @@ ProgressPrinter::ProgressPrinter(std::FILE* out, bool enabled, bool live)
 std::string ProgressPrinter::format_bytes(std::uint64_t bytes) {
     char text[32];
     double value = static_cast<double>(bytes);
-    if (value >= 1e12) std::snprintf(text, sizeof text, "%.2f TB", value / 1e12);
-    else if (value >= 1e9) std::snprintf(text, sizeof text, "%.2f GB", value / 1e9);
-    else if (value >= 1e6) std::snprintf(text, sizeof text, "%.1f MB", value / 1e6);
-    else if (value >= 1e3) std::snprintf(text, sizeof text, "%.1f kB", value / 1e3);
-    else std::snprintf(text, sizeof text, "%llu B", static_cast<unsigned long long>(bytes));
+    if (value >= 1e12)
+        std::snprintf(text, sizeof text, "%.2f TB", value / 1e12);
+    else if (value >= 1e9)
+        std::snprintf(text, sizeof text, "%.2f GB", value / 1e9);
+    else if (value >= 1e6)
+        std::snprintf(text, sizeof text, "%.1f MB", value / 1e6);
+    else if (value >= 1e3)
+        std::snprintf(text, sizeof text, "%.1f kB", value / 1e3);
+    else
+        std::snprintf(text, sizeof text, "%llu B", static_cast<unsigned long long>(bytes));
     return text;
 }
 
@@ -24,7 +29,8 @@ std::string ProgressPrinter::format_duration(double seconds) {
         std::snprintf(text, sizeof text, "%.1fs", seconds);
     } else {
         auto whole = static_cast<long long>(seconds);
-        std::snprintf(text, sizeof text, "%lld:%02lld:%02lld", whole / 3600, whole / 60 % 60, whole % 60);
+        std::snprintf(text, sizeof text, "%lld:%02lld:%02lld", whole / 3600, whole / 60 % 60,
+                      whole % 60);
     }
     return text;
 }
@@ -55,10 +61,12 @@ std::string ProgressPrinter::line(std::uint64_t done, double elapsed) const {
 }
 
 void ProgressPrinter::update(std::uint64_t done_bytes) {
-    if (!enabled_) return;
+    if (!enabled_)
+        return;
     auto now = std::chrono::steady_clock::now();
     auto interval = live_ ? std::chrono::milliseconds(200) : std::chrono::milliseconds(5000);
-    if (now - last_ < interval) return;
+    if (now - last_ < interval)
+        return;
     last_ = now;
     double elapsed = std::chrono::duration<double>(now - start_).count();
     if (live_) {
@@ -74,9 +82,11 @@ void ProgressPrinter::update(std::uint64_t done_bytes) {
 }
 
 void ProgressPrinter::finish(std::uint64_t done_bytes) {
-    if (!enabled_) return;
+    if (!enabled_)
+        return;
     if (live_ && drawn_) {
-        double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+        double elapsed =
+            std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
         std::fprintf(out_, "\r%s\033[K\n", line(done_bytes, elapsed).c_str());
         std::fflush(out_);
     }

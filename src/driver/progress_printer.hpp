@@ -11,7 +11,7 @@
 namespace z2f {
 
 class ProgressPrinter {
-public:
+  public:
     ProgressPrinter(std::FILE* out, bool enabled, bool live);
 
     void start(std::uint64_t total_bytes);
@@ -22,7 +22,7 @@ public:
     static std::string format_bytes(std::uint64_t bytes);
     static std::string format_duration(double seconds);
 
-private:
+  private:
     std::string line(std::uint64_t done, double elapsed) const;
 
     std::FILE* out_;

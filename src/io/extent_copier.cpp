@@ -22,7 +22,7 @@ constexpr std::uint64_t kWritebackWindow = std::uint64_t{32} << 20;
 // keeps the output's page-cache footprint bounded (start write-back of each window, wait for
 // and drop the window before it).
 class ExtentCopier::OutputStream {
-public:
+  public:
     OutputStream(const File& file, std::span<std::byte> buffer) : file_(file), buffer_(buffer) {}
     // Compare mode: flush() reads the file back and compares instead of writing.
     OutputStream(const File& file, std::span<std::byte> buffer, std::span<std::byte> readback)
@@ -80,7 +80,7 @@ public:
         }
     }
 
-private:
+  private:
     const File& file_;
     std::span<std::byte> buffer_;
     std::span<std::byte> readback_;
@@ -97,7 +97,8 @@ ExtentCopier::ExtentCopier(InputFiles& inputs, const CopyOptions& options)
     : inputs_(inputs), options_(options) {
     // Half the budget for output bytes, half for input chunks (pread + conversion) or mapped
     // windows, so the total stays within --buffer-size.
-    std::size_t share = std::max<std::size_t>(options_.buffer_size / (options_.compare ? 3 : 2), 64);
+    std::size_t share =
+        std::max<std::size_t>(options_.buffer_size / (options_.compare ? 3 : 2), 64);
     output_buffer_.resize(share);
     if (options_.backend != IoBackend::kMmap) {
         input_buffer_.resize(share);
@@ -121,7 +122,8 @@ std::vector<std::uint32_t> ExtentCopier::copy(const File& output, std::span<cons
     return crcs;
 }
 
-ExtentCopier::Comparison ExtentCopier::compare(const File& output, std::span<const SlotCopy> slots) {
+ExtentCopier::Comparison ExtentCopier::compare(const File& output,
+                                               std::span<const SlotCopy> slots) {
     if (!options_.compare) {
         throw_internal_error("ExtentCopier::compare without CopyOptions::compare");
     }
@@ -140,8 +142,8 @@ ExtentCopier::Comparison ExtentCopier::compare(const File& output, std::span<con
 
 bool ExtentCopier::copy_in_kernel(OutputStream& out, const SlotCopy& slot) {
     const PlannedTensor& tensor = *slot.tensor;
-    if (options_.backend != IoBackend::kCopyFileRange || options_.compare || fell_back_ || slot.want_crc ||
-        tensor.source_dtype != tensor.output_dtype) {
+    if (options_.backend != IoBackend::kCopyFileRange || options_.compare || fell_back_ ||
+        slot.want_crc || tensor.source_dtype != tensor.output_dtype) {
         return false;
     }
     out.flush();
@@ -150,7 +152,8 @@ bool ExtentCopier::copy_in_kernel(OutputStream& out, const SlotCopy& slot) {
         const File& input = inputs_.get(extent.file);
         std::uint64_t done = 0;
         while (done < extent.length) {
-            std::uint64_t want = std::min<std::uint64_t>(extent.length - done, output_buffer_.size());
+            std::uint64_t want =
+                std::min<std::uint64_t>(extent.length - done, output_buffer_.size());
             std::int64_t copied =
                 copy_file_range_once(input, extent.offset + done, out.file(), position, want);
             if (copied < 0) {
@@ -189,7 +192,8 @@ void ExtentCopier::copy_slot(OutputStream& out, const SlotCopy& slot, std::uint3
     crc = 0;
     for (const SourceExtent& extent : tensor.extents) {
         if (extent.length % in_item != 0) {
-            throw_internal_error("extent of '" + tensor.name + "' is not a whole number of elements");
+            throw_internal_error("extent of '" + tensor.name +
+                                 "' is not a whole number of elements");
         }
         const File& input = inputs_.get(extent.file);
         std::uint64_t done = 0;
@@ -197,8 +201,8 @@ void ExtentCopier::copy_slot(OutputStream& out, const SlotCopy& slot, std::uint3
             std::span<std::byte> space = out.space_at(position);
             std::uint64_t elements = (extent.length - done) / in_item;
             elements = std::min<std::uint64_t>(elements, space.size() / out_item);
-            std::size_t window = options_.backend == IoBackend::kMmap ? output_buffer_.size()
-                                                                       : input_buffer_.size();
+            std::size_t window =
+                options_.backend == IoBackend::kMmap ? output_buffer_.size() : input_buffer_.size();
             if (convert || options_.backend == IoBackend::kMmap) {
                 elements = std::min<std::uint64_t>(elements, window / in_item);
             }
@@ -207,13 +211,14 @@ void ExtentCopier::copy_slot(OutputStream& out, const SlotCopy& slot, std::uint3
             std::span<std::byte> target = space.first(out_bytes);
             const std::uint64_t source_offset = extent.offset + done;
             if (options_.backend == IoBackend::kMmap) {
-                with_mapped_range(input, source_offset, in_bytes, [&](std::span<const std::byte> src) {
-                    if (convert) {
-                        convert_elements(tensor.source_dtype, src, tensor.output_dtype, target);
-                    } else {
-                        std::memcpy(target.data(), src.data(), in_bytes);
-                    }
-                });
+                with_mapped_range(
+                    input, source_offset, in_bytes, [&](std::span<const std::byte> src) {
+                        if (convert) {
+                            convert_elements(tensor.source_dtype, src, tensor.output_dtype, target);
+                        } else {
+                            std::memcpy(target.data(), src.data(), in_bytes);
+                        }
+                    });
             } else if (convert) {
                 std::span<std::byte> chunk = std::span(input_buffer_).first(in_bytes);
                 input.read_exact(source_offset, chunk);

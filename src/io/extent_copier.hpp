@@ -50,7 +50,7 @@ struct SlotCopy {
 };
 
 class ExtentCopier {
-public:
+  public:
     ExtentCopier(InputFiles& inputs, const CopyOptions& options);
     ~ExtentCopier();
 
@@ -69,7 +69,7 @@ public:
     // Whether copy_file_range was refused and the copier fell back to pread.
     bool fell_back() const noexcept { return fell_back_; }
 
-private:
+  private:
     class OutputStream;
     void copy_slot(OutputStream& out, const SlotCopy& slot, std::uint32_t& crc);
     bool copy_in_kernel(OutputStream& out, const SlotCopy& slot);

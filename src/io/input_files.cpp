@@ -32,8 +32,10 @@ const File& InputFiles::get(std::uint32_t index) {
     std::uint64_t size = file.size();
     if (size != input.size) {
         throw_input_error(input.path, "changed during the conversion: it was " +
-                                          std::to_string(input.size) + " bytes when its metadata "
-                                          "was read and is now " + std::to_string(size));
+                                          std::to_string(input.size) +
+                                          " bytes when its metadata "
+                                          "was read and is now " +
+                                          std::to_string(size));
     }
     ++opens_;
     lru_.push_front(index);

@@ -19,7 +19,7 @@
 namespace z2f::io {
 
 class InputFiles {
-public:
+  public:
     InputFiles(std::vector<InputFile> inputs, std::size_t max_open);
 
     const File& get(std::uint32_t index);
@@ -32,7 +32,7 @@ public:
     // limit first), leaving room for MPI, HDF5 and the output files.
     static std::size_t default_capacity();
 
-private:
+  private:
     struct Entry {
         File file;
         std::list<std::uint32_t>::iterator position;

@@ -1,11 +1,11 @@
 #include "io/mapped_window.hpp"
 
+#include <mutex>
 #include <setjmp.h>
 #include <signal.h>
-#include <sys/mman.h>
 #include <unistd.h>
 
-#include <mutex>
+#include <sys/mman.h>
 
 #include "zero2fp32/error.hpp"
 
@@ -20,7 +20,8 @@ void on_sigbus(int signal, siginfo_t* info, void* context) {
         siglongjmp(*t_guard, 1);
     }
     // Not ours: behave as before the handler was installed.
-    if ((g_previous_sigbus.sa_flags & SA_SIGINFO) != 0 && g_previous_sigbus.sa_sigaction != nullptr) {
+    if ((g_previous_sigbus.sa_flags & SA_SIGINFO) != 0 &&
+        g_previous_sigbus.sa_sigaction != nullptr) {
         g_previous_sigbus.sa_sigaction(signal, info, context);
         return;
     }

@@ -1,18 +1,18 @@
 #include "io/posix_file.hpp"
 
-#include <dirent.h>
-#include <fcntl.h>
-#include <sys/resource.h>
-#include <sys/stat.h>
-#include <sys/statvfs.h>
-#include <unistd.h>
-
 #include <atomic>
 #include <cerrno>
 #include <climits>
 #include <cstdlib>
+#include <dirent.h>
+#include <fcntl.h>
 #include <memory>
 #include <string>
+#include <unistd.h>
+
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
 
 #include "zero2fp32/error.hpp"
 
@@ -127,8 +127,8 @@ void File::read_exact(std::uint64_t offset, std::span<std::byte> out) const {
     if (got != out.size()) {
         throw_input_error(path_, "file is truncated: expected " + std::to_string(out.size()) +
                                      " bytes at offset " + std::to_string(offset) + ", found " +
-                                     std::to_string(got) + " (file size " +
-                                     std::to_string(size()) + ")");
+                                     std::to_string(got) + " (file size " + std::to_string(size()) +
+                                     ")");
     }
 }
 
@@ -180,9 +180,9 @@ void File::start_writeback(std::uint64_t offset, std::uint64_t length) const {
 void File::wait_writeback(std::uint64_t offset, std::uint64_t length) const {
     int rc;
     do {
-        rc = ::sync_file_range(fd_, static_cast<off_t>(offset), static_cast<off_t>(length),
-                               SYNC_FILE_RANGE_WAIT_BEFORE | SYNC_FILE_RANGE_WRITE |
-                                   SYNC_FILE_RANGE_WAIT_AFTER);
+        rc = ::sync_file_range(
+            fd_, static_cast<off_t>(offset), static_cast<off_t>(length),
+            SYNC_FILE_RANGE_WAIT_BEFORE | SYNC_FILE_RANGE_WRITE | SYNC_FILE_RANGE_WAIT_AFTER);
     } while (rc != 0 && errno == EINTR);
     // ENOSPC/EIO surface here first; other errors (unsupported) are left to the final fsync.
     if (rc != 0 && (errno == EIO || errno == ENOSPC)) {

@@ -26,7 +26,7 @@ void count_bytes_written(std::uint64_t bytes) noexcept;
 
 // An open file descriptor, closed on destruction. Move-only.
 class File {
-public:
+  public:
     File() = default;
     ~File();
     File(File&& other) noexcept;
@@ -64,7 +64,7 @@ public:
     void drop_cache(std::uint64_t offset, std::uint64_t length) const;
     void close();
 
-private:
+  private:
     File(int fd, std::string path) : fd_(fd), path_(std::move(path)) {}
     int fd_ = -1;
     std::string path_;

@@ -1,15 +1,16 @@
 #include "io/signals.hpp"
 
-#include <signal.h>
-
 #include <csignal>
+#include <signal.h>
 
 namespace z2f::io {
 namespace {
 
 volatile std::sig_atomic_t g_signal = 0;
 
-extern "C" void on_termination(int signal) { g_signal = signal; }
+extern "C" void on_termination(int signal) {
+    g_signal = signal;
+}
 
 }  // namespace
 
@@ -23,13 +24,18 @@ void install_signal_handlers() {
     ::signal(SIGXFSZ, SIG_IGN);
 }
 
-int termination_signal() noexcept { return static_cast<int>(g_signal); }
+int termination_signal() noexcept {
+    return static_cast<int>(g_signal);
+}
 
 const char* signal_name(int signal) noexcept {
     switch (signal) {
-        case SIGTERM: return "SIGTERM";
-        case SIGINT: return "SIGINT";
-        default: return "a signal";
+        case SIGTERM:
+            return "SIGTERM";
+        case SIGINT:
+            return "SIGINT";
+        default:
+            return "a signal";
     }
 }
 

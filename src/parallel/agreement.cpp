@@ -51,8 +51,8 @@ Agreement agree(const Communicator& comm, const Outcome& local) {
             agreement.exit_code = exit_code_for(agreement.failures.front().kind);
         } else {
             agreement.exit_code = ExitCode::kConversionError;  // stopped without a reason: a bug
-            agreement.failures.push_back({0, ErrorKind::kInternal,
-                                          "internal error: ranks stopped without a failure"});
+            agreement.failures.push_back(
+                {0, ErrorKind::kInternal, "internal error: ranks stopped without a failure"});
         }
     }
     return agreement;

@@ -48,7 +48,8 @@ Outcome capture(Work&& work) noexcept {
     } catch (const std::bad_alloc&) {
         return Outcome::failure(ErrorKind::kInternal, "out of memory");
     } catch (const std::exception& error) {
-        return Outcome::failure(ErrorKind::kInternal, std::string("internal error: ") + error.what());
+        return Outcome::failure(ErrorKind::kInternal,
+                                std::string("internal error: ") + error.what());
     } catch (...) {
         return Outcome::failure(ErrorKind::kInternal, "internal error: unknown exception");
     }

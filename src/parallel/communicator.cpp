@@ -14,7 +14,9 @@ Communicator::Communicator(MPI_Comm comm) : comm_(comm) {
     MPI_Comm_size(comm_, &size_);
 }
 
-void Communicator::barrier() const { MPI_Barrier(comm_); }
+void Communicator::barrier() const {
+    MPI_Barrier(comm_);
+}
 
 void Communicator::quiet_barrier(const std::function<void()>& while_waiting) const {
     MPI_Request request;
@@ -47,7 +49,8 @@ std::vector<std::byte> Communicator::broadcast(std::vector<std::byte> bytes, int
     return bytes;
 }
 
-std::vector<std::vector<std::byte>> Communicator::all_gather(std::span<const std::byte> mine) const {
+std::vector<std::vector<std::byte>> Communicator::all_gather(
+    std::span<const std::byte> mine) const {
     std::uint64_t my_size = mine.size();
     std::vector<std::uint64_t> sizes(static_cast<std::size_t>(size_));
     MPI_Allgather(&my_size, 1, MPI_UINT64_T, sizes.data(), 1, MPI_UINT64_T, comm_);

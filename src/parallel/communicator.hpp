@@ -7,18 +7,18 @@
 // `agree()` (agreement.hpp), and only then turned back into exceptions or exit codes.
 #pragma once
 
-#include <mpi.h>
-
 #include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <span>
 #include <vector>
 
+#include <mpi.h>
+
 namespace z2f::parallel {
 
 class Communicator {
-public:
+  public:
     explicit Communicator(MPI_Comm comm);
 
     int rank() const noexcept { return rank_; }
@@ -38,7 +38,7 @@ public:
     std::uint64_t sum(std::uint64_t value) const;
     std::uint64_t max(std::uint64_t value) const;
 
-private:
+  private:
     MPI_Comm comm_;
     int rank_ = 0;
     int size_ = 1;

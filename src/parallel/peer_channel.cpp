@@ -33,7 +33,8 @@ void PeerChannel::announce_failure() {
     announced_ = true;
     static const char kNotice = 1;
     for (int peer = 0; peer < comm_.size(); ++peer) {
-        if (peer == comm_.rank()) continue;
+        if (peer == comm_.rank())
+            continue;
         MPI_Request request;
         MPI_Isend(&kNotice, 1, MPI_CHAR, peer, kFailureTag, comm_.raw(), &request);
         requests_.push_back(request);
@@ -51,12 +52,14 @@ void PeerChannel::poll() {
         auto source = static_cast<std::size_t>(status.MPI_SOURCE);
         if (status.MPI_TAG == kFailureTag) {
             char notice = 0;
-            MPI_Recv(&notice, 1, MPI_CHAR, status.MPI_SOURCE, kFailureTag, comm_.raw(), MPI_STATUS_IGNORE);
+            MPI_Recv(&notice, 1, MPI_CHAR, status.MPI_SOURCE, kFailureTag, comm_.raw(),
+                     MPI_STATUS_IGNORE);
             failure_received_[source] = true;
             peer_failed_ = true;
         } else if (status.MPI_TAG == kProgressTag) {
             std::uint64_t value = 0;
-            MPI_Recv(&value, 1, MPI_UINT64_T, status.MPI_SOURCE, kProgressTag, comm_.raw(), MPI_STATUS_IGNORE);
+            MPI_Recv(&value, 1, MPI_UINT64_T, status.MPI_SOURCE, kProgressTag, comm_.raw(),
+                     MPI_STATUS_IGNORE);
             ++progress_received_[source];
             progress_of_rank_[source] = std::max(progress_of_rank_[source], value);
         } else {
@@ -99,7 +102,8 @@ std::uint64_t PeerChannel::total_progress(std::uint64_t own_done) {
     poll();
     progress_of_rank_[0] = own_done;
     std::uint64_t total = 0;
-    for (std::uint64_t value : progress_of_rank_) total += value;
+    for (std::uint64_t value : progress_of_rank_)
+        total += value;
     return total;
 }
 
@@ -108,24 +112,30 @@ void PeerChannel::drain() {
     std::vector<std::byte> mine(9);
     mine[0] = static_cast<std::byte>(announced_ ? 1 : 0);
     for (int i = 0; i < 8; ++i) {
-        mine[1 + static_cast<std::size_t>(i)] = static_cast<std::byte>((progress_sent_ >> (8 * i)) & 0xFF);
+        mine[1 + static_cast<std::size_t>(i)] =
+            static_cast<std::byte>((progress_sent_ >> (8 * i)) & 0xFF);
     }
     std::vector<std::vector<std::byte>> all = comm_.all_gather(mine);
     for (std::size_t peer = 0; peer < all.size(); ++peer) {
-        if (static_cast<int>(peer) == comm_.rank()) continue;
+        if (static_cast<int>(peer) == comm_.rank())
+            continue;
         if (all[peer][0] != std::byte{0} && !failure_received_[peer]) {
             char notice = 0;
-            MPI_Recv(&notice, 1, MPI_CHAR, static_cast<int>(peer), kFailureTag, comm_.raw(), MPI_STATUS_IGNORE);
+            MPI_Recv(&notice, 1, MPI_CHAR, static_cast<int>(peer), kFailureTag, comm_.raw(),
+                     MPI_STATUS_IGNORE);
             failure_received_[peer] = true;
         }
         if (comm_.is_root()) {
             std::uint64_t sent = 0;
             for (int i = 0; i < 8; ++i) {
-                sent |= std::uint64_t{std::to_integer<std::uint8_t>(all[peer][1 + static_cast<std::size_t>(i)])} << (8 * i);
+                sent |= std::uint64_t{std::to_integer<std::uint8_t>(
+                            all[peer][1 + static_cast<std::size_t>(i)])}
+                        << (8 * i);
             }
             while (progress_received_[peer] < sent) {
                 std::uint64_t value = 0;
-                MPI_Recv(&value, 1, MPI_UINT64_T, static_cast<int>(peer), kProgressTag, comm_.raw(), MPI_STATUS_IGNORE);
+                MPI_Recv(&value, 1, MPI_UINT64_T, static_cast<int>(peer), kProgressTag, comm_.raw(),
+                         MPI_STATUS_IGNORE);
                 ++progress_received_[peer];
                 progress_of_rank_[peer] = std::max(progress_of_rank_[peer], value);
             }

@@ -16,7 +16,7 @@
 namespace z2f::parallel {
 
 class PeerChannel {
-public:
+  public:
     explicit PeerChannel(const Communicator& comm);
     ~PeerChannel();
     PeerChannel(const PeerChannel&) = delete;
@@ -36,7 +36,7 @@ public:
     // Collective: completes every message still in flight.
     void drain();
 
-private:
+  private:
     void poll();
 
     const Communicator& comm_;

@@ -84,75 +84,144 @@ enum Opcode : std::uint8_t {
 
 std::string opcode_name(std::uint8_t op) {
     switch (op) {
-        case kMark: return "MARK";
-        case kStop: return "STOP";
-        case kPop: return "POP";
-        case kPopMark: return "POP_MARK";
-        case kDup: return "DUP";
-        case kFloat: return "FLOAT";
-        case kInt: return "INT";
-        case kBinInt: return "BININT";
-        case kBinInt1: return "BININT1";
-        case kLong: return "LONG";
-        case kBinInt2: return "BININT2";
-        case kNone: return "NONE";
-        case kPersId: return "PERSID";
-        case kBinPersId: return "BINPERSID";
-        case kReduce: return "REDUCE";
-        case kString: return "STRING";
-        case kBinString: return "BINSTRING";
-        case kShortBinString: return "SHORT_BINSTRING";
-        case kUnicode: return "UNICODE";
-        case kBinUnicode: return "BINUNICODE";
-        case kAppend: return "APPEND";
-        case kBuild: return "BUILD";
-        case kGlobal: return "GLOBAL";
-        case kDict: return "DICT";
-        case kEmptyDict: return "EMPTY_DICT";
-        case kAppends: return "APPENDS";
-        case kGet: return "GET";
-        case kBinGet: return "BINGET";
-        case kInst: return "INST";
-        case kLongBinGet: return "LONG_BINGET";
-        case kList: return "LIST";
-        case kEmptyList: return "EMPTY_LIST";
-        case kObj: return "OBJ";
-        case kPut: return "PUT";
-        case kBinPut: return "BINPUT";
-        case kLongBinPut: return "LONG_BINPUT";
-        case kSetItem: return "SETITEM";
-        case kTuple: return "TUPLE";
-        case kEmptyTuple: return "EMPTY_TUPLE";
-        case kSetItems: return "SETITEMS";
-        case kBinFloat: return "BINFLOAT";
-        case kProto: return "PROTO";
-        case kNewObj: return "NEWOBJ";
-        case kExt1: return "EXT1";
-        case kExt2: return "EXT2";
-        case kExt4: return "EXT4";
-        case kTuple1: return "TUPLE1";
-        case kTuple2: return "TUPLE2";
-        case kTuple3: return "TUPLE3";
-        case kNewTrue: return "NEWTRUE";
-        case kNewFalse: return "NEWFALSE";
-        case kLong1: return "LONG1";
-        case kLong4: return "LONG4";
-        case kBinBytes: return "BINBYTES";
-        case kShortBinBytes: return "SHORT_BINBYTES";
-        case kShortBinUnicode: return "SHORT_BINUNICODE";
-        case kBinUnicode8: return "BINUNICODE8";
-        case kBinBytes8: return "BINBYTES8";
-        case kEmptySet: return "EMPTY_SET";
-        case kAddItems: return "ADDITEMS";
-        case kFrozenSet: return "FROZENSET";
-        case kNewObjEx: return "NEWOBJ_EX";
-        case kStackGlobal: return "STACK_GLOBAL";
-        case kMemoize: return "MEMOIZE";
-        case kFrame: return "FRAME";
-        case kByteArray8: return "BYTEARRAY8";
-        case kNextBuffer: return "NEXT_BUFFER";
-        case kReadonlyBuffer: return "READONLY_BUFFER";
-        default: break;
+        case kMark:
+            return "MARK";
+        case kStop:
+            return "STOP";
+        case kPop:
+            return "POP";
+        case kPopMark:
+            return "POP_MARK";
+        case kDup:
+            return "DUP";
+        case kFloat:
+            return "FLOAT";
+        case kInt:
+            return "INT";
+        case kBinInt:
+            return "BININT";
+        case kBinInt1:
+            return "BININT1";
+        case kLong:
+            return "LONG";
+        case kBinInt2:
+            return "BININT2";
+        case kNone:
+            return "NONE";
+        case kPersId:
+            return "PERSID";
+        case kBinPersId:
+            return "BINPERSID";
+        case kReduce:
+            return "REDUCE";
+        case kString:
+            return "STRING";
+        case kBinString:
+            return "BINSTRING";
+        case kShortBinString:
+            return "SHORT_BINSTRING";
+        case kUnicode:
+            return "UNICODE";
+        case kBinUnicode:
+            return "BINUNICODE";
+        case kAppend:
+            return "APPEND";
+        case kBuild:
+            return "BUILD";
+        case kGlobal:
+            return "GLOBAL";
+        case kDict:
+            return "DICT";
+        case kEmptyDict:
+            return "EMPTY_DICT";
+        case kAppends:
+            return "APPENDS";
+        case kGet:
+            return "GET";
+        case kBinGet:
+            return "BINGET";
+        case kInst:
+            return "INST";
+        case kLongBinGet:
+            return "LONG_BINGET";
+        case kList:
+            return "LIST";
+        case kEmptyList:
+            return "EMPTY_LIST";
+        case kObj:
+            return "OBJ";
+        case kPut:
+            return "PUT";
+        case kBinPut:
+            return "BINPUT";
+        case kLongBinPut:
+            return "LONG_BINPUT";
+        case kSetItem:
+            return "SETITEM";
+        case kTuple:
+            return "TUPLE";
+        case kEmptyTuple:
+            return "EMPTY_TUPLE";
+        case kSetItems:
+            return "SETITEMS";
+        case kBinFloat:
+            return "BINFLOAT";
+        case kProto:
+            return "PROTO";
+        case kNewObj:
+            return "NEWOBJ";
+        case kExt1:
+            return "EXT1";
+        case kExt2:
+            return "EXT2";
+        case kExt4:
+            return "EXT4";
+        case kTuple1:
+            return "TUPLE1";
+        case kTuple2:
+            return "TUPLE2";
+        case kTuple3:
+            return "TUPLE3";
+        case kNewTrue:
+            return "NEWTRUE";
+        case kNewFalse:
+            return "NEWFALSE";
+        case kLong1:
+            return "LONG1";
+        case kLong4:
+            return "LONG4";
+        case kBinBytes:
+            return "BINBYTES";
+        case kShortBinBytes:
+            return "SHORT_BINBYTES";
+        case kShortBinUnicode:
+            return "SHORT_BINUNICODE";
+        case kBinUnicode8:
+            return "BINUNICODE8";
+        case kBinBytes8:
+            return "BINBYTES8";
+        case kEmptySet:
+            return "EMPTY_SET";
+        case kAddItems:
+            return "ADDITEMS";
+        case kFrozenSet:
+            return "FROZENSET";
+        case kNewObjEx:
+            return "NEWOBJ_EX";
+        case kStackGlobal:
+            return "STACK_GLOBAL";
+        case kMemoize:
+            return "MEMOIZE";
+        case kFrame:
+            return "FRAME";
+        case kByteArray8:
+            return "BYTEARRAY8";
+        case kNextBuffer:
+            return "NEXT_BUFFER";
+        case kReadonlyBuffer:
+            return "READONLY_BUFFER";
+        default:
+            break;
     }
     static constexpr char kDigits[] = "0123456789abcdef";
     std::string name = "opcode 0x";
@@ -227,7 +296,7 @@ std::optional<std::uint32_t> parse_hex(std::string_view digits) {
 }
 
 class Machine {
-public:
+  public:
     Machine(std::span<const std::byte> data, const std::string& source, const Limits& limits)
         : data_(data), source_(source), limits_(limits) {}
 
@@ -235,7 +304,8 @@ public:
         while (true) {
             if (pos_ >= data_.size()) {
                 op_offset_ = pos_;
-                fail_plain("pickle ends at byte " + std::to_string(pos_) + " without a STOP opcode");
+                fail_plain("pickle ends at byte " + std::to_string(pos_) +
+                           " without a STOP opcode");
             }
             op_offset_ = pos_;
             op_ = read_u8();
@@ -246,13 +316,13 @@ public:
         return std::move(doc_);
     }
 
-private:
+  private:
     [[noreturn]] void fail_plain(const std::string& what) const {
         throw_input_error(source_, what);
     }
     [[noreturn]] void fail(const std::string& what) const {
-        throw_input_error(source_, "byte " + std::to_string(op_offset_) + ": " +
-                                       opcode_name(op_) + ": " + what);
+        throw_input_error(
+            source_, "byte " + std::to_string(op_offset_) + ": " + opcode_name(op_) + ": " + what);
     }
 
     // --- input -------------------------------------------------------------------------------
@@ -443,14 +513,27 @@ private:
             }
             char e = body[++i];
             switch (e) {
-                case 'n': out += '\n'; break;
-                case 't': out += '\t'; break;
-                case 'r': out += '\r'; break;
-                case '\\': out += '\\'; break;
-                case '\'': out += '\''; break;
-                case '"': out += '"'; break;
+                case 'n':
+                    out += '\n';
+                    break;
+                case 't':
+                    out += '\t';
+                    break;
+                case 'r':
+                    out += '\r';
+                    break;
+                case '\\':
+                    out += '\\';
+                    break;
+                case '\'':
+                    out += '\'';
+                    break;
+                case '"':
+                    out += '"';
+                    break;
                 case 'x': {
-                    auto code = i + 2 < body.size() ? parse_hex(body.substr(i + 1, 2)) : std::nullopt;
+                    auto code =
+                        i + 2 < body.size() ? parse_hex(body.substr(i + 1, 2)) : std::nullopt;
                     if (!code) {
                         fail("bad \\x escape in STRING argument");
                     }
@@ -499,8 +582,9 @@ private:
         const Value& numel = tuple->items[4];
         if (type == nullptr || !key || key->empty() || !location || !numel.is_int() ||
             numel.as_int() < 0) {
-            fail("malformed storage persistent id: expected (str 'storage', torch.<Type>Storage, "
-                 "str key, str location, int numel >= 0)");
+            fail(
+                "malformed storage persistent id: expected (str 'storage', torch.<Type>Storage, "
+                "str key, str location, int numel >= 0)");
         }
         std::optional<DType> dtype;
         bool untyped = type->name == "UntypedStorage" &&
@@ -722,7 +806,8 @@ private:
             if (c < 0x80) {
                 out += static_cast<char>(c);
             } else if ((c & 0xE0) == 0xC0 && i + 1 < utf8.size()) {
-                unsigned code = ((c & 0x1Fu) << 6) | (static_cast<unsigned char>(utf8[i + 1]) & 0x3Fu);
+                unsigned code =
+                    ((c & 0x1Fu) << 6) | (static_cast<unsigned char>(utf8[i + 1]) & 0x3Fu);
                 if (code > 0xFF) {
                     return std::nullopt;
                 }
@@ -850,13 +935,27 @@ private:
                 push(top());
                 return false;
 
-            case kNone: push(Value()); return false;
-            case kNewTrue: push(Value::boolean(true)); return false;
-            case kNewFalse: push(Value::boolean(false)); return false;
-            case kBinInt: push(Value::integer(static_cast<std::int32_t>(read_le<std::uint32_t>()))); return false;
-            case kBinInt1: push(Value::integer(read_u8())); return false;
-            case kBinInt2: push(Value::integer(read_le<std::uint16_t>())); return false;
-            case kLong1: push(make_int_from_le(take(read_u8()))); return false;
+            case kNone:
+                push(Value());
+                return false;
+            case kNewTrue:
+                push(Value::boolean(true));
+                return false;
+            case kNewFalse:
+                push(Value::boolean(false));
+                return false;
+            case kBinInt:
+                push(Value::integer(static_cast<std::int32_t>(read_le<std::uint32_t>())));
+                return false;
+            case kBinInt1:
+                push(Value::integer(read_u8()));
+                return false;
+            case kBinInt2:
+                push(Value::integer(read_le<std::uint16_t>()));
+                return false;
+            case kLong1:
+                push(make_int_from_le(take(read_u8())));
+                return false;
             case kLong4: {
                 auto length = static_cast<std::int32_t>(read_le<std::uint32_t>());
                 if (length < 0) {
@@ -903,32 +1002,65 @@ private:
                 return false;
             }
 
-            case kBinUnicode: push(make_str(std::string(as_string_view(take(read_le<std::uint32_t>()))))); return false;
-            case kShortBinUnicode: push(make_str(std::string(as_string_view(take(read_u8()))))); return false;
-            case kBinUnicode8: push(make_str(std::string(as_string_view(take(read_le<std::uint64_t>()))))); return false;
-            case kShortBinString: push(make_str(std::string(as_string_view(take(read_u8()))))); return false;
+            case kBinUnicode:
+                push(make_str(std::string(as_string_view(take(read_le<std::uint32_t>())))));
+                return false;
+            case kShortBinUnicode:
+                push(make_str(std::string(as_string_view(take(read_u8())))));
+                return false;
+            case kBinUnicode8:
+                push(make_str(std::string(as_string_view(take(read_le<std::uint64_t>())))));
+                return false;
+            case kShortBinString:
+                push(make_str(std::string(as_string_view(take(read_u8())))));
+                return false;
             case kBinString: {
                 auto length = static_cast<std::int32_t>(read_le<std::uint32_t>());
                 if (length < 0) {
                     fail("negative string length");
                 }
-                push(make_str(std::string(as_string_view(take(static_cast<std::uint64_t>(length))))));
+                push(make_str(
+                    std::string(as_string_view(take(static_cast<std::uint64_t>(length))))));
                 return false;
             }
-            case kString: push(make_str(decode_quoted(read_line()))); return false;
-            case kUnicode: push(make_str(decode_raw_unicode_escape(read_line()))); return false;
-            case kBinBytes: push(make_bytes(std::string(as_string_view(take(read_le<std::uint32_t>()))))); return false;
-            case kShortBinBytes: push(make_bytes(std::string(as_string_view(take(read_u8()))))); return false;
+            case kString:
+                push(make_str(decode_quoted(read_line())));
+                return false;
+            case kUnicode:
+                push(make_str(decode_raw_unicode_escape(read_line())));
+                return false;
+            case kBinBytes:
+                push(make_bytes(std::string(as_string_view(take(read_le<std::uint32_t>())))));
+                return false;
+            case kShortBinBytes:
+                push(make_bytes(std::string(as_string_view(take(read_u8())))));
+                return false;
             case kBinBytes8:
-            case kByteArray8: push(make_bytes(std::string(as_string_view(take(read_le<std::uint64_t>()))))); return false;
+            case kByteArray8:
+                push(make_bytes(std::string(as_string_view(take(read_le<std::uint64_t>())))));
+                return false;
 
-            case kEmptyDict: push(make_dict(false)); return false;
-            case kEmptyList: push(make_sequence<List>({})); return false;
-            case kEmptyTuple: push(make_sequence<Tuple>({})); return false;
-            case kEmptySet: push(make_sequence<Set>({})); return false;
-            case kTuple: push(make_sequence<Tuple>(pop_mark())); return false;
-            case kList: push(make_sequence<List>(pop_mark())); return false;
-            case kFrozenSet: push(make_sequence<Set>(pop_mark())); return false;
+            case kEmptyDict:
+                push(make_dict(false));
+                return false;
+            case kEmptyList:
+                push(make_sequence<List>({}));
+                return false;
+            case kEmptyTuple:
+                push(make_sequence<Tuple>({}));
+                return false;
+            case kEmptySet:
+                push(make_sequence<Set>({}));
+                return false;
+            case kTuple:
+                push(make_sequence<Tuple>(pop_mark()));
+                return false;
+            case kList:
+                push(make_sequence<List>(pop_mark()));
+                return false;
+            case kFrozenSet:
+                push(make_sequence<Set>(pop_mark()));
+                return false;
             case kTuple1: {
                 Value a = pop();
                 push(make_sequence<Tuple>({a}));
@@ -953,15 +1085,21 @@ private:
                 set_items(std::move(items));
                 return false;
             }
-            case kAppend: append_items({pop()}); return false;
-            case kAppends: append_items(pop_mark()); return false;
+            case kAppend:
+                append_items({pop()});
+                return false;
+            case kAppends:
+                append_items(pop_mark());
+                return false;
             case kSetItem: {
                 Value value = pop();
                 Value key = pop();
                 set_items({key, value});
                 return false;
             }
-            case kSetItems: set_items(pop_mark()); return false;
+            case kSetItems:
+                set_items(pop_mark());
+                return false;
             case kAddItems: {
                 std::vector<Value> items = pop_mark();
                 Value& target = top();
@@ -976,13 +1114,27 @@ private:
                 return false;
             }
 
-            case kBinPut: memo_put(read_u8()); return false;
-            case kLongBinPut: memo_put(read_le<std::uint32_t>()); return false;
-            case kPut: memo_put(parse_memo_index(read_line())); return false;
-            case kMemoize: memo_put(memo_.size()); return false;
-            case kBinGet: memo_get(read_u8()); return false;
-            case kLongBinGet: memo_get(read_le<std::uint32_t>()); return false;
-            case kGet: memo_get(parse_memo_index(read_line())); return false;
+            case kBinPut:
+                memo_put(read_u8());
+                return false;
+            case kLongBinPut:
+                memo_put(read_le<std::uint32_t>());
+                return false;
+            case kPut:
+                memo_put(parse_memo_index(read_line()));
+                return false;
+            case kMemoize:
+                memo_put(memo_.size());
+                return false;
+            case kBinGet:
+                memo_get(read_u8());
+                return false;
+            case kLongBinGet:
+                memo_get(read_le<std::uint32_t>());
+                return false;
+            case kGet:
+                memo_get(parse_memo_index(read_line()));
+                return false;
 
             case kGlobal: {
                 std::string module(read_line());

@@ -40,15 +40,17 @@ std::string join_dims(const auto& dims) {
 }
 
 std::string format_float(double value) {
-    if (std::isnan(value)) return "nan";
-    if (std::isinf(value)) return value > 0 ? "inf" : "-inf";
+    if (std::isnan(value))
+        return "nan";
+    if (std::isinf(value))
+        return value > 0 ? "inf" : "-inf";
     char buffer[32];
     auto result = std::to_chars(buffer, buffer + sizeof buffer, value);  // shortest round trip
     return std::string(buffer, result.ptr);
 }
 
 class Printer {
-public:
+  public:
     Printer(std::ostream& out, const PrintOptions& options) : out_(out), options_(options) {}
 
     void print(const Value& value) {
@@ -58,7 +60,7 @@ public:
         }
     }
 
-private:
+  private:
     bool line(std::uint32_t depth, const std::string& text) {
         if (lines_ >= options_.max_lines) {
             truncated_ = true;
@@ -71,11 +73,16 @@ private:
 
     std::string scalar(const Value& value) {
         switch (value.kind()) {
-            case Value::Kind::kNone: return "None";
-            case Value::Kind::kBool: return value.as_bool() ? "True" : "False";
-            case Value::Kind::kInt: return std::to_string(value.as_int());
-            case Value::Kind::kFloat: return format_float(value.as_float());
-            case Value::Kind::kObject: break;
+            case Value::Kind::kNone:
+                return "None";
+            case Value::Kind::kBool:
+                return value.as_bool() ? "True" : "False";
+            case Value::Kind::kInt:
+                return std::to_string(value.as_int());
+            case Value::Kind::kFloat:
+                return format_float(value.as_float());
+            case Value::Kind::kObject:
+                break;
         }
         const Object* object = value.as_object();
         switch (object->type) {
@@ -117,7 +124,8 @@ private:
 
     bool is_container(const Value& value) {
         const Object* object = value.as_object();
-        if (object == nullptr) return false;
+        if (object == nullptr)
+            return false;
         switch (object->type) {
             case ObjectType::kTuple:
             case ObjectType::kList:
@@ -160,8 +168,8 @@ private:
                                                                          : "}"));
                     break;
                 }
-                if (!line(depth, label + describe_type(value) + " of " +
-                                     std::to_string(items.size()))) {
+                if (!line(depth,
+                          label + describe_type(value) + " of " + std::to_string(items.size()))) {
                     break;
                 }
                 for (std::size_t i = 0; i < items.size(); ++i) {
@@ -184,19 +192,23 @@ private:
                         truncated_ = true;
                         break;
                     }
-                    node(item, depth + 1, (is_container(key) ? describe_type(key) : scalar(key)) + ": ");
+                    node(item, depth + 1,
+                         (is_container(key) ? describe_type(key) : scalar(key)) + ": ");
                 }
                 break;
             }
             case ObjectType::kInstance: {
                 const auto* instance = static_cast<const Instance*>(object);
-                if (!line(depth, label + describe_type(value) +
-                                     (instance->via_newobj ? " (new)" : ""))) {
+                if (!line(depth,
+                          label + describe_type(value) + (instance->via_newobj ? " (new)" : ""))) {
                     break;
                 }
-                if (!instance->args.is_none()) node(instance->args, depth + 1, "args: ");
-                if (!instance->kwargs.is_none()) node(instance->kwargs, depth + 1, "kwargs: ");
-                if (!instance->state.is_none()) node(instance->state, depth + 1, "state: ");
+                if (!instance->args.is_none())
+                    node(instance->args, depth + 1, "args: ");
+                if (!instance->kwargs.is_none())
+                    node(instance->kwargs, depth + 1, "kwargs: ");
+                if (!instance->state.is_none())
+                    node(instance->state, depth + 1, "state: ");
                 for (std::size_t i = 0; i < instance->list_items.size(); ++i) {
                     node(instance->list_items[i], depth + 1, "item[" + std::to_string(i) + "] ");
                 }

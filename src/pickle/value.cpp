@@ -18,7 +18,9 @@ const Value* Dict::find(std::string_view key) const noexcept {
     return nullptr;
 }
 
-const Global* Instance::global() const noexcept { return callable.get<Global>(); }
+const Global* Instance::global() const noexcept {
+    return callable.get<Global>();
+}
 
 std::string_view object_type_name(ObjectType type) noexcept {
     switch (type) {

@@ -27,7 +27,7 @@ namespace z2f::pickle {
 struct Object;
 
 class Value {
-public:
+  public:
     enum class Kind : std::uint8_t { kNone, kBool, kInt, kFloat, kObject };
 
     Value() noexcept : kind_(Kind::kNone), int_(0) {}
@@ -73,7 +73,7 @@ public:
     const T* get() const noexcept;
     std::optional<std::string_view> string() const noexcept;
 
-private:
+  private:
     Kind kind_;
     union {
         std::int64_t int_;
@@ -221,7 +221,7 @@ const T* Value::get() const noexcept {
 
 // A parsed pickle: the root value and the arena that owns every object in it.
 class Document {
-public:
+  public:
     Document() = default;
     Document(Document&&) noexcept = default;
     Document& operator=(Document&&) noexcept = default;
@@ -236,7 +236,7 @@ public:
     }
     void set_root(Value root) noexcept { root_ = root; }
 
-private:
+  private:
     std::vector<std::unique_ptr<Object>> arena_;
     Value root_;
 };

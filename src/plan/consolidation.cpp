@@ -21,7 +21,7 @@ std::string shape_text(const std::vector<std::uint64_t>& shape) {
 // A 1-D sequence of tensors read as one: a rank's fp32 flat groups, or a partition list.
 // Maps a range of its elements to byte extents of the underlying tensors.
 class ConcatenatedSource {
-public:
+  public:
     void append(const TensorRef& ref) {
         if (!parts_.empty() && ref.dtype != parts_.front().dtype) {
             throw_internal_error("concatenating tensors of different dtypes");
@@ -60,14 +60,14 @@ public:
         }
     }
 
-private:
+  private:
     std::vector<TensorRef> parts_;
     std::vector<std::uint64_t> starts_;
     std::uint64_t total_ = 0;
 };
 
 class Planner {
-public:
+  public:
     Planner(const CheckpointMeta& meta, const PlanOptions& options)
         : meta_(meta), options_(options), world_(meta.world_size) {}
 
@@ -89,7 +89,7 @@ public:
         return std::move(result_);
     }
 
-private:
+  private:
     const std::string& model_path() const { return meta_.files.model_files.front(); }
 
     std::size_t add(PlannedTensor tensor, const std::string& origin) {
@@ -105,15 +105,21 @@ private:
 
     static std::string role_name(TensorRole role) {
         switch (role) {
-            case TensorRole::kBuffer: return "buffer";
-            case TensorRole::kFrozen: return "frozen parameter";
-            case TensorRole::kTrainable: return "trainable parameter";
-            case TensorRole::kAlias: return "tied alias";
+            case TensorRole::kBuffer:
+                return "buffer";
+            case TensorRole::kFrozen:
+                return "frozen parameter";
+            case TensorRole::kTrainable:
+                return "trainable parameter";
+            case TensorRole::kAlias:
+                return "tied alias";
         }
         return "tensor";
     }
 
-    DType floating_output(DType source) const { return is_floating(source) ? options_.dtype : source; }
+    DType floating_output(DType source) const {
+        return is_floating(source) ? options_.dtype : source;
+    }
 
     // shared_params, or for old stage-1/2 files without it, module entries that view exactly
     // the same bytes as a trainable parameter (DeepSpeed 0.9.0-0.9.1 inferred ties this way).
@@ -124,7 +130,8 @@ private:
         } else if (meta_.layout != MasterLayout::kPerParam) {
             std::unordered_set<std::string> trainable;
             for (const auto& group : *model.param_shapes) {
-                for (const auto& [name, shape] : group) trainable.insert(name);
+                for (const auto& [name, shape] : group)
+                    trainable.insert(name);
             }
             std::vector<const NamedTensor*> owners;
             for (const auto& entry : model.module_tensors) {
@@ -133,7 +140,8 @@ private:
                 }
             }
             for (const auto& entry : model.module_tensors) {
-                if (trainable.count(entry.name) != 0 || entry.tensor.numel == 0) continue;
+                if (trainable.count(entry.name) != 0 || entry.tensor.numel == 0)
+                    continue;
                 for (const NamedTensor* owner : owners) {
                     if (owner->tensor == entry.tensor) {
                         aliases_.emplace_back(entry.name, owner->name);
@@ -151,14 +159,16 @@ private:
                                     " (DeepSpeed < 0.9.2): tied parameters cannot be recovered "
                                     "from a ZeRO-3 checkpoint and are not exported");
         }
-        for (const auto& [alias, owner] : aliases_) alias_names_.insert(alias);
+        for (const auto& [alias, owner] : aliases_)
+            alias_names_.insert(alias);
     }
 
     void add_buffers() {
         const ModelStatesInfo& model = meta_.model;
         std::unordered_set<std::string> names(model.buffer_names.begin(), model.buffer_names.end());
         for (const auto& entry : model.module_tensors) {
-            if (names.count(entry.name) == 0) continue;
+            if (names.count(entry.name) == 0)
+                continue;
             PlannedTensor tensor;
             tensor.name = entry.name;
             tensor.shape = entry.tensor.shape;
@@ -167,7 +177,8 @@ private:
             tensor.output_dtype =
                 options_.cast_all_buffers ? DType::kF32 : floating_output(entry.tensor.dtype);
             if (entry.tensor.length > 0) {
-                tensor.extents.push_back({entry.tensor.file, entry.tensor.offset, entry.tensor.length});
+                tensor.extents.push_back(
+                    {entry.tensor.file, entry.tensor.offset, entry.tensor.length});
             } else if (checked_numel(entry.tensor.shape).value_or(0) != 0) {
                 throw_input_error(model_path(), "buffer '" + entry.name + "' has no data");
             }
@@ -178,7 +189,8 @@ private:
     void add_frozen() {
         const ModelStatesInfo& model = meta_.model;
         if (meta_.layout == MasterLayout::kPerParam) {
-            if (model.frozen_param_shapes) add_frozen_stage3();
+            if (model.frozen_param_shapes)
+                add_frozen_stage3();
             return;
         }
         if (model.frozen_param_shapes) {
@@ -189,7 +201,8 @@ private:
         // as the module's low-precision copy.
         std::unordered_set<std::string> known(model.buffer_names.begin(), model.buffer_names.end());
         for (const auto& group : *model.param_shapes) {
-            for (const auto& [name, shape] : group) known.insert(name);
+            for (const auto& [name, shape] : group)
+                known.insert(name);
         }
         std::vector<const NamedTensor*> frozen;
         for (const auto& entry : model.module_tensors) {
@@ -197,7 +210,8 @@ private:
                 frozen.push_back(&entry);
             }
         }
-        if (frozen.empty()) return;
+        if (frozen.empty())
+            return;
         if (options_.stage1_frozen == Stage1Frozen::kSkip) {
             result_.warnings.push_back(std::to_string(frozen.size()) +
                                        " frozen parameter(s) without an fp32 master (ZeRO-1) "
@@ -213,7 +227,8 @@ private:
             tensor.output_dtype = options_.keep_frozen_dtype ? entry->tensor.dtype
                                                              : floating_output(entry->tensor.dtype);
             if (entry->tensor.length > 0) {
-                tensor.extents.push_back({entry->tensor.file, entry->tensor.offset, entry->tensor.length});
+                tensor.extents.push_back(
+                    {entry->tensor.file, entry->tensor.offset, entry->tensor.length});
             }
             add(std::move(tensor), model_path());
         }
@@ -226,7 +241,8 @@ private:
     void add_frozen_stage2() {
         const auto& fragments = meta_.frozen_fragments_by_rank.front();
         std::unordered_map<std::string, const TensorRef*> by_name;
-        for (const auto& fragment : fragments) by_name.emplace(fragment.name, &fragment.tensor);
+        for (const auto& fragment : fragments)
+            by_name.emplace(fragment.name, &fragment.tensor);
         for (const auto& [name, shape] : *meta_.model.frozen_param_shapes) {
             auto it = by_name.find(name);
             if (it == by_name.end()) {
@@ -238,7 +254,8 @@ private:
             std::uint64_t numel = *checked_numel(shape);
             if (ref.numel != numel) {
                 throw_input_error(model_path(), "frozen parameter '" + name + "' has shape " +
-                                                    shape_text(shape) + " (" + std::to_string(numel) +
+                                                    shape_text(shape) + " (" +
+                                                    std::to_string(numel) +
                                                     " elements) but its fragment holds " +
                                                     std::to_string(ref.numel));
             }
@@ -247,8 +264,10 @@ private:
             tensor.shape = ref.shape;  // zero_to_fp32 writes the fragment as stored
             tensor.role = TensorRole::kFrozen;
             tensor.source_dtype = ref.dtype;
-            tensor.output_dtype = options_.keep_frozen_dtype ? ref.dtype : floating_output(ref.dtype);
-            if (ref.length > 0) tensor.extents.push_back({ref.file, ref.offset, ref.length});
+            tensor.output_dtype =
+                options_.keep_frozen_dtype ? ref.dtype : floating_output(ref.dtype);
+            if (ref.length > 0)
+                tensor.extents.push_back({ref.file, ref.offset, ref.length});
             add(std::move(tensor), model_path());
         }
     }
@@ -271,28 +290,31 @@ private:
                 const std::string& path = meta_.files.model_files[r];
                 auto it = by_rank[r].find(name);
                 if (it == by_rank[r].end()) {
-                    throw_input_error(path, "frozen_param_fragments has no entry for frozen "
-                                            "parameter '" + name + "'");
+                    throw_input_error(path,
+                                      "frozen_param_fragments has no entry for frozen "
+                                      "parameter '" +
+                                          name + "'");
                 }
                 const TensorRef& ref = *it->second;
                 if (!is_floating(ref.dtype)) {
-                    throw_unsupported(path, "frozen parameter '" + name + "' is stored as " +
-                                                std::string(dtype_display_name(ref.dtype)) +
-                                                " (quantized_nontrainable_weights?): not supported");
+                    throw_unsupported(path,
+                                      "frozen parameter '" + name + "' is stored as " +
+                                          std::string(dtype_display_name(ref.dtype)) +
+                                          " (quantized_nontrainable_weights?): not supported");
                 }
                 if (r == 0) {
                     tensor.source_dtype = ref.dtype;
                 } else if (ref.dtype != tensor.source_dtype) {
-                    throw_input_error(path, "frozen fragment '" + name + "' has dtype " +
-                                                std::string(dtype_display_name(ref.dtype)) +
-                                                ", rank 0 has " +
-                                                std::string(dtype_display_name(tensor.source_dtype)));
+                    throw_input_error(
+                        path, "frozen fragment '" + name + "' has dtype " +
+                                  std::string(dtype_display_name(ref.dtype)) + ", rank 0 has " +
+                                  std::string(dtype_display_name(tensor.source_dtype)));
                 }
                 if (ref.numel != part) {
-                    throw_input_error(path, "frozen fragment '" + name + "' holds " +
-                                                std::to_string(ref.numel) + " elements, expected ceil(" +
-                                                std::to_string(numel) + " / " + std::to_string(world_) +
-                                                ") = " + std::to_string(part));
+                    throw_input_error(
+                        path, "frozen fragment '" + name + "' holds " + std::to_string(ref.numel) +
+                                  " elements, expected ceil(" + std::to_string(numel) + " / " +
+                                  std::to_string(world_) + ") = " + std::to_string(part));
                 }
                 std::uint64_t begin = std::min<std::uint64_t>(numel, std::uint64_t{r} * part);
                 std::uint64_t count = std::min(part, numel - begin);
@@ -341,10 +363,11 @@ private:
             for (std::uint32_t r = 0; r < world_; ++r) {
                 const TensorRef& part = meta_.optim[r].master[g];
                 if (r > 0 && part.dtype != meta_.optim[0].master[g].dtype) {
-                    throw_input_error(meta_.files.optim_files[r],
-                                      "partition of group " + std::to_string(g) + " is " +
-                                          std::string(dtype_display_name(part.dtype)) + ", rank 0's is " +
-                                          std::string(dtype_display_name(meta_.optim[0].master[g].dtype)));
+                    throw_input_error(
+                        meta_.files.optim_files[r],
+                        "partition of group " + std::to_string(g) + " is " +
+                            std::string(dtype_display_name(part.dtype)) + ", rank 0's is " +
+                            std::string(dtype_display_name(meta_.optim[0].master[g].dtype)));
                 }
                 flat.append(part);
             }
@@ -354,9 +377,10 @@ private:
                 std::uint64_t numel = *checked_numel(shape);
                 if (numel > flat.numel() - std::min(offset, flat.numel())) {
                     throw_input_error(model_path(),
-                                      "param_shapes of group " + std::to_string(g) + " need more than the " +
-                                          std::to_string(flat.numel()) +
-                                          " elements the ranks' partitions hold (at parameter '" + name +
+                                      "param_shapes of group " + std::to_string(g) +
+                                          " need more than the " + std::to_string(flat.numel()) +
+                                          " elements the ranks' partitions hold (at parameter '" +
+                                          name +
                                           "'): optimizer files from a different run or model?");
                 }
                 PlannedTensor tensor = trainable(name, shape, source);
@@ -370,8 +394,9 @@ private:
             std::uint64_t available = align * ceil_div(flat.numel(), align);
             if (consumed != available) {
                 throw_input_error(meta_.files.optim_files.front(),
-                                  "group " + std::to_string(g) + ": consumed " + std::to_string(consumed) +
-                                      " numels out of " + std::to_string(available) +
+                                  "group " + std::to_string(g) + ": consumed " +
+                                      std::to_string(consumed) + " numels out of " +
+                                      std::to_string(available) +
                                       " - param_shapes and the fp32 partitions disagree");
             }
             if (offset != flat.numel() && meta_.layout == MasterLayout::kFlatGroups) {
@@ -405,7 +430,8 @@ private:
         if (shapes.size() != first.size()) {
             // Sub-group boundaries do not matter to the layout (zero_to_fp32 merges them).
             result_.notes.push_back("param_shapes lists " + std::to_string(shapes.size()) +
-                                    " sub-groups, the optimizer files " + std::to_string(first.size()));
+                                    " sub-groups, the optimizer files " +
+                                    std::to_string(first.size()));
         }
         const std::uint64_t per_rank = ranks.front().numel();
         std::uint64_t offset = 0;
@@ -430,10 +456,11 @@ private:
             bool empty_partition = std::any_of(first.begin(), first.end(),
                                                [](const TensorRef& ref) { return ref.numel == 0; });
             if (meta_.files.has_offloaded_tensors || empty_partition) {
-                throw_unsupported(meta_.files.optim_files.front(),
-                                  "fp32 partitions are empty or short and the checkpoint has "
-                                  "offloaded_tensors/: ZeRO-3 NVMe optimizer offload keeps the fp32 "
-                                  "master weights in swap files, which are not supported");
+                throw_unsupported(
+                    meta_.files.optim_files.front(),
+                    "fp32 partitions are empty or short and the checkpoint has "
+                    "offloaded_tensors/: ZeRO-3 NVMe optimizer offload keeps the fp32 "
+                    "master weights in swap files, which are not supported");
             }
             throw_input_error(meta_.files.optim_files.front(),
                               "consumed " + std::to_string(offset * world_) + " numels out of " +

@@ -10,7 +10,8 @@ namespace z2f {
 namespace {
 
 std::uint64_t task_bytes(const FileWork& file, std::uint32_t begin, std::uint32_t end) {
-    return std::accumulate(file.slot_bytes.begin() + begin, file.slot_bytes.begin() + end, std::uint64_t{0});
+    return std::accumulate(file.slot_bytes.begin() + begin, file.slot_bytes.begin() + end,
+                           std::uint64_t{0});
 }
 
 }  // namespace
@@ -29,10 +30,11 @@ Ownership assign_ownership(const std::vector<FileWork>& files, std::uint32_t ran
     while (tasks.size() < ranks) {
         auto best = tasks.end();
         for (auto it = tasks.begin(); it != tasks.end(); ++it) {
-            if (it->slot_end - it->slot_begin < 2) continue;
+            if (it->slot_end - it->slot_begin < 2)
+                continue;
             if (best == tasks.end() || it->bytes > best->bytes ||
-                (it->bytes == best->bytes && std::tie(it->file, it->slot_begin) <
-                                                 std::tie(best->file, best->slot_begin))) {
+                (it->bytes == best->bytes &&
+                 std::tie(it->file, it->slot_begin) < std::tie(best->file, best->slot_begin))) {
                 best = it;
             }
         }
@@ -71,7 +73,8 @@ Ownership assign_ownership(const std::vector<FileWork>& files, std::uint32_t ran
     std::sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {
         const WriteTask& x = tasks[a];
         const WriteTask& y = tasks[b];
-        if (x.bytes != y.bytes) return x.bytes > y.bytes;
+        if (x.bytes != y.bytes)
+            return x.bytes > y.bytes;
         return std::tie(x.file, x.slot_begin) < std::tie(y.file, y.slot_begin);
     });
     Ownership result;

@@ -47,7 +47,8 @@ TensorPlan select_tensors(const TensorPlan& plan, const SelectionOptions& option
     out.inputs = plan.inputs;
     std::vector<std::int64_t> new_index(count, -1);
     for (std::size_t i = 0; i < count; ++i) {
-        if (!keep[i]) continue;
+        if (!keep[i])
+            continue;
         PlannedTensor tensor = plan.tensors[i];
         if (tensor.is_alias()) {
             auto owner = static_cast<std::size_t>(tensor.alias_of);

@@ -27,7 +27,8 @@ void print_records(const z2f::TorchFile& torch_file) {
     std::cout << "records: " << archive.records().size() << "\n";
     std::cout << "  " << std::left << std::setw(40) << "name" << std::right << std::setw(14)
               << "data offset" << std::setw(16) << "size" << std::setw(8) << "method"
-              << std::setw(12) << "crc32" << "\n";
+              << std::setw(12) << "crc32"
+              << "\n";
     for (const z2f::ZipRecord& record : archive.records()) {
         std::string offset;
         try {
@@ -49,8 +50,8 @@ void print_records(const z2f::TorchFile& torch_file) {
 int main(int argc, char** argv) {
     po::options_description visible("Usage: zero2fp32-inspect FILE.pt [options]\n\nOptions");
     visible.add_options()("help,h", "show this help")("version", "print the version")(
-        "records-only", "print only the zip record table")(
-        "pickle-only", "print only the pickle tree")(
+        "records-only", "print only the zip record table")("pickle-only",
+                                                           "print only the pickle tree")(
         "depth", po::value<std::uint32_t>()->default_value(48), "maximum tree depth to print")(
         "max-lines", po::value<std::uint64_t>()->default_value(200000),
         "stop printing the tree after this many lines");
@@ -61,14 +62,16 @@ int main(int argc, char** argv) {
 
     po::variables_map vm;
     try {
-        po::store(po::command_line_parser(argc, argv).options(all).positional(positional).run(), vm);
+        po::store(po::command_line_parser(argc, argv).options(all).positional(positional).run(),
+                  vm);
         po::notify(vm);
     } catch (const po::error& error) {
         std::cerr << "zero2fp32-inspect: " << error.what() << " (see --help)\n";
         return static_cast<int>(z2f::ExitCode::kUsage);
     }
     if (vm.count("help") != 0) {
-        std::cout << visible << "\nExample:\n  zero2fp32-inspect "
+        std::cout << visible
+                  << "\nExample:\n  zero2fp32-inspect "
                      "ckpt/global_step500/bf16_zero_pp_rank_0_mp_rank_00_optim_states.pt\n";
         return 0;
     }

@@ -1,14 +1,13 @@
 // End-to-end conversions of the bundled real checkpoints under MPI. CTest runs this binary with
 // mpiexec -n 1, 2, 3, 4 (and as a singleton); every test is collective, rank 0 checks. Outputs
 // stay under $Z2F_MPI_OUTPUT_DIR so that a later test can compare them across rank counts.
-#include <mpi.h>
-
-#include <gtest/gtest.h>
-
 #include <cstdlib>
 #include <filesystem>
 #include <functional>
 #include <unistd.h>
+
+#include <gtest/gtest.h>
+#include <mpi.h>
 
 #include "container/torch_file.hpp"
 #include "io/dtype_convert.hpp"
@@ -28,13 +27,16 @@ int rank() {
     MPI_Comm_rank(MPI_COMM_WORLD, &r);
     return r;
 }
-bool root() { return rank() == 0; }
+bool root() {
+    return rank() == 0;
+}
 
 // Where outputs go: $Z2F_MPI_OUTPUT_DIR (set by CTest), else a folder named after rank 0's pid.
 const std::string& output_base() {
     static const std::string base = [] {
         const char* dir = std::getenv("Z2F_MPI_OUTPUT_DIR");
-        if (dir != nullptr) return std::string(dir);
+        if (dir != nullptr)
+            return std::string(dir);
         long pid = root() ? static_cast<long>(::getpid()) : 0;
         MPI_Bcast(&pid, 1, MPI_LONG, 0, MPI_COMM_WORLD);
         return "/tmp/z2f-mpi-tests-" + std::to_string(pid);
@@ -60,7 +62,8 @@ ExitCode convert(const std::string& fixture, const std::string& out,
     options.output_dir = out;
     options.verbosity = -1;
     options.progress = ProgressOption::kNever;
-    if (tweak) tweak(options);
+    if (tweak)
+        tweak(options);
     return run_conversion(options, MPI_COMM_WORLD);
 }
 
@@ -88,12 +91,15 @@ TEST(MpiConversion, DefaultSafetensorsEqualTheEnginesStateDict) {
     for (const char* fixture : kAllFixtures) {
         std::string out = output_dir(std::string("defaults/") + fixture);
         ASSERT_EQ(convert(fixture, out), ExitCode::kOk) << fixture;
-        if (!root()) continue;
+        if (!root())
+            continue;
         SCOPED_TRACE(fixture);
-        auto expected = testing::read_expected_state_dict(testing::fixture_path(std::string(fixture) + "/expected.pt"));
+        auto expected = testing::read_expected_state_dict(
+            testing::fixture_path(std::string(fixture) + "/expected.pt"));
         auto content = testing::read_safetensors(out + "/model.safetensors");
         std::size_t aliases = 0;
-        for (const auto& [key, value] : content.metadata) aliases += key != "format" ? 1u : 0u;
+        for (const auto& [key, value] : content.metadata)
+            aliases += key != "format" ? 1u : 0u;
         EXPECT_EQ(content.tensors.size() + aliases, expected.size());
         for (const ExpectedTensor& tensor : content.tensors) {
             const ExpectedTensor* truth = testing::find_tensor(expected, tensor.name);
@@ -106,24 +112,28 @@ TEST(MpiConversion, DefaultSafetensorsEqualTheEnginesStateDict) {
 }
 
 TEST(MpiConversion, ParitySafetensorsAreByteIdenticalToZeroToFp32) {
-    for (const char* fixture : {"z1_ws2_fp32", "z2_ws2_fp32", "z2_ws2_bf16", "z2_ws2_frozen_bf16", "z3_ws2_fp32", "z3_ws4_fp32"}) {
+    for (const char* fixture : {"z1_ws2_fp32", "z2_ws2_fp32", "z2_ws2_bf16", "z2_ws2_frozen_bf16",
+                                "z3_ws2_fp32", "z3_ws4_fp32"}) {
         std::string out = output_dir(std::string("parity_safetensors/") + fixture);
         ASSERT_EQ(convert(fixture, out, parity), ExitCode::kOk) << fixture;
         if (root()) {
-            expect_same_bytes(out + "/model.safetensors",
-                              testing::fixture_path(std::string(fixture) + "/ref/safetensors/model.safetensors"));
+            expect_same_bytes(
+                out + "/model.safetensors",
+                testing::fixture_path(std::string(fixture) + "/ref/safetensors/model.safetensors"));
         }
     }
 }
 
 TEST(MpiConversion, DefaultsAreByteIdenticalWhereZeroToFp32HasNoQuirk) {
     // No buffers, no frozen parameters: the defaults are zero_to_fp32's output exactly.
-    for (const char* fixture : {"z1_ws2_fp32", "z2_ws2_fp32", "z2_ws2_bf16", "z3_ws2_fp32", "z3_ws4_fp32"}) {
+    for (const char* fixture :
+         {"z1_ws2_fp32", "z2_ws2_fp32", "z2_ws2_bf16", "z3_ws2_fp32", "z3_ws4_fp32"}) {
         std::string out = output_dir(std::string("defaults_identical/") + fixture);
         ASSERT_EQ(convert(fixture, out), ExitCode::kOk) << fixture;
         if (root()) {
-            expect_same_bytes(out + "/model.safetensors",
-                              testing::fixture_path(std::string(fixture) + "/ref/safetensors/model.safetensors"));
+            expect_same_bytes(
+                out + "/model.safetensors",
+                testing::fixture_path(std::string(fixture) + "/ref/safetensors/model.safetensors"));
         }
     }
 }
@@ -133,15 +143,18 @@ TEST(MpiConversion, ShardedParityIsByteIdenticalIndexIncluded) {
         const char* fixture;
         std::uint64_t shard;
     };
-    for (Case c : {Case{"z3_ws4_fp32", 10'000}, Case{"z3_ws2_bf16", 5'000}, Case{"z3_ws2_frozen_bf16", 5'000}}) {
+    for (Case c : {Case{"z3_ws4_fp32", 10'000}, Case{"z3_ws2_bf16", 5'000},
+                   Case{"z3_ws2_frozen_bf16", 5'000}}) {
         std::string out = output_dir(std::string("sharded/") + c.fixture);
-        ASSERT_EQ(convert(c.fixture, out, [&](ConvertOptions& o) {
-                      parity(o);
-                      o.max_shard_size = c.shard;
-                  }),
+        ASSERT_EQ(convert(c.fixture, out,
+                          [&](ConvertOptions& o) {
+                              parity(o);
+                              o.max_shard_size = c.shard;
+                          }),
                   ExitCode::kOk);
         if (root()) {
-            std::string ref = testing::fixture_path(std::string(c.fixture) + "/ref/sharded_safetensors");
+            std::string ref =
+                testing::fixture_path(std::string(c.fixture) + "/ref/sharded_safetensors");
             EXPECT_EQ(testing::compare_trees(out, ref), "") << c.fixture;
         }
     }
@@ -161,50 +174,60 @@ void expect_torch_state_dict(const std::string& ours, const std::string& referen
 
 TEST(MpiConversion, TorchBinHoldsZeroToFp32sTensors) {
     for (const char* fixture : kAllFixtures) {
-        if (std::string(fixture) == "z1_ws2_bf16opt") continue;  // zero_to_fp32 refuses it
+        if (std::string(fixture) == "z1_ws2_bf16opt")
+            continue;  // zero_to_fp32 refuses it
         std::string out = output_dir(std::string("torch/") + fixture);
-        ASSERT_EQ(convert(fixture, out, [](ConvertOptions& o) {
-                      parity(o);
-                      o.format = FormatOption::kTorch;
-                  }),
+        ASSERT_EQ(convert(fixture, out,
+                          [](ConvertOptions& o) {
+                              parity(o);
+                              o.format = FormatOption::kTorch;
+                          }),
                   ExitCode::kOk);
         if (root()) {
             SCOPED_TRACE(fixture);
-            expect_torch_state_dict(out + "/pytorch_model.bin",
-                                    testing::fixture_path(std::string(fixture) + "/ref/bin/pytorch_model.bin"));
+            expect_torch_state_dict(
+                out + "/pytorch_model.bin",
+                testing::fixture_path(std::string(fixture) + "/ref/bin/pytorch_model.bin"));
         }
     }
     // Sharded .bin: same shard names and index bytes; each shard holds the same tensors, but
     // one storage per tensor instead of zero_to_fp32's whole flat groups.
     std::string out = output_dir("torch_sharded/z2_ws2_fp32");
-    ASSERT_EQ(convert("z2_ws2_fp32", out, [](ConvertOptions& o) {
-                  parity(o);
-                  o.format = FormatOption::kTorch;
-                  o.max_shard_size = 5'000;
-              }),
+    ASSERT_EQ(convert("z2_ws2_fp32", out,
+                      [](ConvertOptions& o) {
+                          parity(o);
+                          o.format = FormatOption::kTorch;
+                          o.max_shard_size = 5'000;
+                      }),
               ExitCode::kOk);
     if (root()) {
         std::string ref = testing::fixture_path("z2_ws2_fp32/ref/sharded_bin");
         EXPECT_EQ(testing::list_tree(out), testing::list_tree(ref));
-        expect_same_bytes(out + "/pytorch_model.bin.index.json", ref + "/pytorch_model.bin.index.json");
+        expect_same_bytes(out + "/pytorch_model.bin.index.json",
+                          ref + "/pytorch_model.bin.index.json");
         for (const std::string& name : testing::list_tree(ref)) {
-            if (name.ends_with(".bin")) expect_torch_state_dict(out + "/" + name, ref + "/" + name);
+            if (name.ends_with(".bin"))
+                expect_torch_state_dict(out + "/" + name, ref + "/" + name);
         }
     }
 }
 
 TEST(MpiConversion, TiedWeightsInEveryFormat) {
     const std::string fixture = "z3_ws2_tied_fp32";
-    auto expected = testing::read_expected_state_dict(testing::fixture_path(fixture + "/expected.pt"));
+    auto expected =
+        testing::read_expected_state_dict(testing::fixture_path(fixture + "/expected.pt"));
     std::string st = output_dir("tied/safetensors");
     ASSERT_EQ(convert(fixture, st), ExitCode::kOk);
     std::string bin = output_dir("tied/torch");
-    ASSERT_EQ(convert(fixture, bin, [](ConvertOptions& o) { o.format = FormatOption::kTorch; }), ExitCode::kOk);
+    ASSERT_EQ(convert(fixture, bin, [](ConvertOptions& o) { o.format = FormatOption::kTorch; }),
+              ExitCode::kOk);
     std::string h5 = output_dir("tied/hdf5");
-    ASSERT_EQ(convert(fixture, h5, [](ConvertOptions& o) { o.format = FormatOption::kHdf5; }), ExitCode::kOk);
+    ASSERT_EQ(convert(fixture, h5, [](ConvertOptions& o) { o.format = FormatOption::kHdf5; }),
+              ExitCode::kOk);
     std::string untied = output_dir("tied/untied");
     ASSERT_EQ(convert(fixture, untied, [](ConvertOptions& o) { o.untie = true; }), ExitCode::kOk);
-    if (!root()) return;
+    if (!root())
+        return;
     auto content = testing::read_safetensors(st + "/model.safetensors");
     EXPECT_EQ(content.metadata, (std::vector<std::pair<std::string, std::string>>{
                                     {"format", "pt"}, {"lm_head.weight", "embed.weight"}}));
@@ -224,9 +247,12 @@ TEST(MpiConversion, TiedWeightsInEveryFormat) {
 TEST(MpiConversion, Hdf5HoldsTheEnginesStateDict) {
     for (const char* fixture : {"z2_ws2_frozen_bf16", "z3_ws4_fp32", "z1_ws2_bf16opt"}) {
         std::string out = output_dir(std::string("hdf5/") + fixture);
-        ASSERT_EQ(convert(fixture, out, [](ConvertOptions& o) { o.format = FormatOption::kHdf5; }), ExitCode::kOk);
-        if (!root()) continue;
-        auto expected = testing::read_expected_state_dict(testing::fixture_path(std::string(fixture) + "/expected.pt"));
+        ASSERT_EQ(convert(fixture, out, [](ConvertOptions& o) { o.format = FormatOption::kHdf5; }),
+                  ExitCode::kOk);
+        if (!root())
+            continue;
+        auto expected = testing::read_expected_state_dict(
+            testing::fixture_path(std::string(fixture) + "/expected.pt"));
         for (const ExpectedTensor& truth : expected) {
             auto dataset = testing::read_hdf5_dataset(out + "/model.h5", truth.name);
             EXPECT_EQ(dataset.shape, truth.shape) << truth.name;
@@ -239,9 +265,12 @@ TEST(MpiConversion, HalfPrecisionOutputsRoundTheFp32Masters) {
     for (DTypeOption option : {DTypeOption::kBf16, DTypeOption::kFp16}) {
         DType dtype = option == DTypeOption::kBf16 ? DType::kBF16 : DType::kF16;
         std::string out = output_dir(std::string("half/") + std::string(safetensors_name(dtype)));
-        ASSERT_EQ(convert("z3_ws2_frozen_bf16", out, [&](ConvertOptions& o) { o.dtype = option; }), ExitCode::kOk);
-        if (!root()) continue;
-        auto expected = testing::read_expected_state_dict(testing::fixture_path("z3_ws2_frozen_bf16/expected.pt"));
+        ASSERT_EQ(convert("z3_ws2_frozen_bf16", out, [&](ConvertOptions& o) { o.dtype = option; }),
+                  ExitCode::kOk);
+        if (!root())
+            continue;
+        auto expected = testing::read_expected_state_dict(
+            testing::fixture_path("z3_ws2_frozen_bf16/expected.pt"));
         auto content = testing::read_safetensors(out + "/model.safetensors");
         ASSERT_EQ(content.tensors.size(), expected.size());
         for (const ExpectedTensor& tensor : content.tensors) {
@@ -258,7 +287,8 @@ TEST(MpiConversion, HalfPrecisionOutputsRoundTheFp32Masters) {
 TEST(MpiConversion, IoBackendsWriteIdenticalBytes) {
     for (const char* fixture : {"z2_ws2_frozen_bf16", "z3_ws4_fp32", "z3_ws2_tied_fp32"}) {
         for (FormatOption format : {FormatOption::kSafetensors, FormatOption::kTorch}) {
-            std::string name = std::string(fixture) + (format == FormatOption::kTorch ? "_torch" : "_st");
+            std::string name =
+                std::string(fixture) + (format == FormatOption::kTorch ? "_torch" : "_st");
             std::string pread = output_dir("io/pread_" + name);
             std::string mmap = output_dir("io/mmap_" + name);
             std::string cfr = output_dir("io/cfr_" + name);
@@ -283,14 +313,17 @@ TEST(MpiConversion, IoBackendsWriteIdenticalBytes) {
 TEST(MpiConversion, OneFileSharedByAllRanks) {
     // --max-shard-size none: a single file, cut into tensor ranges that every rank pwrites.
     std::string safetensors_out;
-    for (FormatOption format : {FormatOption::kSafetensors, FormatOption::kTorch, FormatOption::kHdf5}) {
+    for (FormatOption format :
+         {FormatOption::kSafetensors, FormatOption::kTorch, FormatOption::kHdf5}) {
         std::string out = output_dir("single_file/" + std::to_string(static_cast<int>(format)));
-        if (format == FormatOption::kSafetensors) safetensors_out = out;
-        ASSERT_EQ(convert("z3_ws4_fp32", out, [&](ConvertOptions& o) {
-                      o.format = format;
-                      o.max_shard_size.reset();
-                      o.buffer_size = 64 << 10;
-                  }),
+        if (format == FormatOption::kSafetensors)
+            safetensors_out = out;
+        ASSERT_EQ(convert("z3_ws4_fp32", out,
+                          [&](ConvertOptions& o) {
+                              o.format = format;
+                              o.max_shard_size.reset();
+                              o.buffer_size = 64 << 10;
+                          }),
                   ExitCode::kOk);
     }
     if (root()) {

@@ -1,8 +1,7 @@
 // gtest under MPI: every rank runs the same tests in the same order (the tests call collective
 // code), only rank 0 prints, and every rank exits non-zero when any rank saw a failure.
-#include <mpi.h>
-
 #include <gtest/gtest.h>
+#include <mpi.h>
 
 int main(int argc, char** argv) {
     MPI_Init(&argc, &argv);

@@ -13,7 +13,9 @@ namespace {
 std::vector<ExpectedTensor> read_dict(const std::string& path, bool nested) {
     TorchFile file = TorchFile::open(path);
     const auto* root = file.root().get<pickle::Dict>();
-    const pickle::Value* state = root == nullptr ? nullptr : nested ? root->find("state_dict") : &file.root();
+    const pickle::Value* state = root == nullptr ? nullptr
+                                 : nested        ? root->find("state_dict")
+                                                 : &file.root();
     const auto* dict = state == nullptr ? nullptr : state->get<pickle::Dict>();
     if (dict == nullptr) {
         throw std::runtime_error(path + ": no state_dict");
@@ -45,7 +47,8 @@ std::vector<ExpectedTensor> read_torch_state_dict(const std::string& path) {
     return read_dict(path, false);
 }
 
-const ExpectedTensor* find_tensor(const std::vector<ExpectedTensor>& tensors, const std::string& name) {
+const ExpectedTensor* find_tensor(const std::vector<ExpectedTensor>& tensors,
+                                  const std::string& name) {
     for (const auto& tensor : tensors) {
         if (tensor.name == name) {
             return &tensor;
@@ -54,7 +57,8 @@ const ExpectedTensor* find_tensor(const std::vector<ExpectedTensor>& tensors, co
     return nullptr;
 }
 
-std::vector<std::byte> read_range(const std::string& path, std::uint64_t offset, std::uint64_t length) {
+std::vector<std::byte> read_range(const std::string& path, std::uint64_t offset,
+                                  std::uint64_t length) {
     io::File file = io::File::open_read(path);
     std::vector<std::byte> bytes(static_cast<std::size_t>(length));
     file.read_exact(offset, bytes);

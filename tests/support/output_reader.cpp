@@ -1,10 +1,10 @@
 #include "support/output_reader.hpp"
 
-#include <hdf5.h>
-
 #include <algorithm>
 #include <filesystem>
 #include <stdexcept>
+
+#include <hdf5.h>
 
 #include "output/safetensors_reader.hpp"
 #include "support/test_files.hpp"
@@ -33,7 +33,8 @@ SafetensorsContent read_safetensors(const std::string& path) {
 Hdf5Dataset read_hdf5_dataset(const std::string& path, const std::string& name) {
     Hdf5Dataset out;
     hid_t file = H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
-    if (file < 0) throw std::runtime_error("cannot open " + path);
+    if (file < 0)
+        throw std::runtime_error("cannot open " + path);
     hid_t dataset = H5Dopen2(file, name.c_str(), H5P_DEFAULT);
     if (dataset < 0) {
         H5Fclose(file);
@@ -42,7 +43,8 @@ Hdf5Dataset read_hdf5_dataset(const std::string& path, const std::string& name) 
     hid_t space = H5Dget_space(dataset);
     int rank = H5Sget_simple_extent_ndims(space);
     std::vector<hsize_t> dims(static_cast<std::size_t>(std::max(rank, 0)));
-    if (rank > 0) H5Sget_simple_extent_dims(space, dims.data(), nullptr);
+    if (rank > 0)
+        H5Sget_simple_extent_dims(space, dims.data(), nullptr);
     std::uint64_t count = 1;
     for (hsize_t d : dims) {
         out.shape.push_back(d);
@@ -73,7 +75,8 @@ Hdf5Dataset read_hdf5_dataset(const std::string& path, const std::string& name) 
 std::vector<std::string> list_tree(const std::string& root) {
     std::vector<std::string> out;
     for (const auto& entry : fs::recursive_directory_iterator(root)) {
-        if (entry.is_regular_file()) out.push_back(fs::relative(entry.path(), root).string());
+        if (entry.is_regular_file())
+            out.push_back(fs::relative(entry.path(), root).string());
     }
     std::sort(out.begin(), out.end());
     return out;

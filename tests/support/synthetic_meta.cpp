@@ -8,8 +8,9 @@ CheckpointMeta skeleton(std::uint32_t world, bool per_rank_models) {
     meta.world_size = world;
     std::uint32_t models = per_rank_models ? world : 1;
     for (std::uint32_t r = 0; r < models; ++r) {
-        std::string path = per_rank_models ? "zero_pp_rank_" + std::to_string(r) + "_mp_rank_00_model_states.pt"
-                                           : "mp_rank_00_model_states.pt";
+        std::string path = per_rank_models
+                               ? "zero_pp_rank_" + std::to_string(r) + "_mp_rank_00_model_states.pt"
+                               : "mp_rank_00_model_states.pt";
         meta.files.model_files.push_back(path);
         meta.inputs.push_back(path);
         meta.input_sizes.push_back(std::uint64_t{1} << 40);
@@ -42,7 +43,8 @@ TensorRef master(std::uint32_t file, std::uint32_t rank, std::size_t group, std:
 
 std::uint64_t numel_of(const std::vector<std::uint64_t>& shape) {
     std::uint64_t n = 1;
-    for (auto d : shape) n *= d;
+    for (auto d : shape)
+        n *= d;
     return n;
 }
 
@@ -51,7 +53,8 @@ std::uint64_t synthetic_master_offset(std::uint32_t rank, std::size_t group) {
     return (std::uint64_t{rank} << 32) + (std::uint64_t{group} << 24) + 4096;
 }
 
-CheckpointMeta synthetic_stage12(std::uint32_t world, const std::vector<std::vector<SyntheticParam>>& groups,
+CheckpointMeta synthetic_stage12(std::uint32_t world,
+                                 const std::vector<std::vector<SyntheticParam>>& groups,
                                  bool bf16_optimizer) {
     CheckpointMeta meta = skeleton(world, false);
     meta.layout = bf16_optimizer ? MasterLayout::kPaddedGroups : MasterLayout::kFlatGroups;
@@ -82,7 +85,8 @@ CheckpointMeta synthetic_stage12(std::uint32_t world, const std::vector<std::vec
     return meta;
 }
 
-CheckpointMeta synthetic_stage3(std::uint32_t world, const std::vector<std::vector<SyntheticParam>>& subgroups) {
+CheckpointMeta synthetic_stage3(std::uint32_t world,
+                                const std::vector<std::vector<SyntheticParam>>& subgroups) {
     CheckpointMeta meta = skeleton(world, true);
     meta.layout = MasterLayout::kPerParam;
     meta.zero_stage = 3;

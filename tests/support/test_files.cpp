@@ -11,14 +11,18 @@ namespace fs = std::filesystem;
 
 namespace z2f::testing {
 
-std::string fixture_root() { return std::string(Z2F_TEST_DATA) + "/deepspeed"; }
+std::string fixture_root() {
+    return std::string(Z2F_TEST_DATA) + "/deepspeed";
+}
 
-std::string fixture_path(const std::string& relative) { return fixture_root() + "/" + relative; }
+std::string fixture_path(const std::string& relative) {
+    return fixture_root() + "/" + relative;
+}
 
 TempDir::TempDir() {
     const char* base = std::getenv("TMPDIR");
-    std::string pattern = std::string(base != nullptr && *base != '\0' ? base : "/tmp") +
-                          "/z2f-test-XXXXXX";
+    std::string pattern =
+        std::string(base != nullptr && *base != '\0' ? base : "/tmp") + "/z2f-test-XXXXXX";
     std::vector<char> buffer(pattern.begin(), pattern.end());
     buffer.push_back('\0');
     if (::mkdtemp(buffer.data()) == nullptr) {
@@ -53,7 +57,8 @@ std::vector<std::byte> read_file_bytes(const std::string& path) {
 
 void write_file_bytes(const std::string& path, const std::vector<std::byte>& bytes) {
     std::ofstream out(path, std::ios::binary | std::ios::trunc);
-    out.write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
+    out.write(reinterpret_cast<const char*>(bytes.data()),
+              static_cast<std::streamsize>(bytes.size()));
     if (!out) {
         throw std::runtime_error("cannot write " + path);
     }

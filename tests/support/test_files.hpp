@@ -15,7 +15,7 @@ std::string fixture_path(const std::string& relative);
 
 // A fresh directory under $TMPDIR, removed (recursively) on destruction.
 class TempDir {
-public:
+  public:
     TempDir();
     ~TempDir();
     TempDir(const TempDir&) = delete;
@@ -23,7 +23,7 @@ public:
     const std::string& path() const noexcept { return path_; }
     std::string file(const std::string& name) const { return path_ + "/" + name; }
 
-private:
+  private:
     std::string path_;
 };
 

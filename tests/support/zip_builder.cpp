@@ -23,9 +23,9 @@ std::vector<std::byte> build_zip(const std::vector<ZipBuilderEntry>& entries,
     };
     std::vector<Placed> placed;
     for (const auto& entry : entries) {
-        std::uint32_t crc = entry.crc_override.value_or(static_cast<std::uint32_t>(
-            crc32(0, reinterpret_cast<const Bytef*>(entry.data.data()),
-                  static_cast<uInt>(entry.data.size()))));
+        std::uint32_t crc = entry.crc_override.value_or(
+            static_cast<std::uint32_t>(crc32(0, reinterpret_cast<const Bytef*>(entry.data.data()),
+                                             static_cast<uInt>(entry.data.size()))));
         std::uint64_t offset = out.size();
         std::size_t extra = entry.local_extra_padding;
         if (entry.align64) {

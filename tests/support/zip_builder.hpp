@@ -21,9 +21,9 @@ struct ZipBuilderEntry {
 };
 
 struct ZipBuilderOptions {
-    bool zip64_end = true;           // write ZIP64 end record + locator (torch always does)
-    bool zip64_extra_fields = false; // saturate csize/usize/offset with 0xFFFFFFFF in the CD
-    bool data_descriptors = true;    // zero sizes in local headers + PK\7\8 after the data
+    bool zip64_end = true;            // write ZIP64 end record + locator (torch always does)
+    bool zip64_extra_fields = false;  // saturate csize/usize/offset with 0xFFFFFFFF in the CD
+    bool data_descriptors = true;     // zero sizes in local headers + PK\7\8 after the data
 };
 
 std::vector<std::byte> build_zip(const std::vector<ZipBuilderEntry>& entries,

@@ -37,7 +37,9 @@ Fake fake_stage2(std::uint32_t world) {
     return fake;
 }
 
-ModelStatesInfo& model_of(Fake& fake) { return std::get<ModelStatesInfo>(fake.metas[0].info); }
+ModelStatesInfo& model_of(Fake& fake) {
+    return std::get<ModelStatesInfo>(fake.metas[0].info);
+}
 OptimStatesInfo& optim_of(Fake& fake, std::size_t rank) {
     return std::get<OptimStatesInfo>(fake.metas[fake.files.model_files.size() + rank].info);
 }
@@ -46,7 +48,8 @@ std::string assemble_error(Fake fake, ErrorKind* kind = nullptr) {
     try {
         assemble_checkpoint_meta(fake.files, fake.metas);
     } catch (const Error& error) {
-        if (kind != nullptr) *kind = error.kind();
+        if (kind != nullptr)
+            *kind = error.kind();
         return error.what();
     }
     return "";
@@ -65,7 +68,8 @@ TEST(CheckpointMeta, AssemblesAStage2Checkpoint) {
 
 TEST(CheckpointMeta, WorldSizeMustMatchTheOptimizerFiles) {
     Fake fake = fake_stage2(2);
-    for (std::size_t r = 0; r < 2; ++r) optim_of(fake, r).partition_count = {4};
+    for (std::size_t r = 0; r < 2; ++r)
+        optim_of(fake, r).partition_count = {4};
     std::string message = assemble_error(fake);
     EXPECT_NE(message.find("expected 4 *_optim_states.pt files"), std::string::npos) << message;
     EXPECT_NE(message.find("found 2"), std::string::npos);
@@ -108,7 +112,8 @@ TEST(CheckpointMeta, RefusedLayouts) {
     EXPECT_NE(assemble_error(zero0).find("param_shapes is missing or None"), std::string::npos);
 
     Fake subgroups = fake_stage2(2);
-    for (std::size_t r = 0; r < 2; ++r) optim_of(subgroups, r).subgroup_partition_counts = {2, 1};
+    for (std::size_t r = 0; r < 2; ++r)
+        optim_of(subgroups, r).subgroup_partition_counts = {2, 1};
     EXPECT_NE(assemble_error(subgroups).find("AutoEP"), std::string::npos);
 }
 
@@ -127,8 +132,8 @@ TEST(CheckpointMeta, OldLocationsAndNotes) {
     auto shapes = model_of(fake).param_shapes;
     model_of(fake).param_shapes.reset();
     optim_of(fake, 0).param_shapes = shapes;  // DeepSpeed < 0.6
-    model_of(fake).dp_world_size = 4;          // MiCS / hpZ
-    model_of(fake).has_buffer_names = false;   // DeepSpeed < 0.4.2
+    model_of(fake).dp_world_size = 4;         // MiCS / hpZ
+    model_of(fake).has_buffer_names = false;  // DeepSpeed < 0.4.2
     CheckpointMeta meta = assemble_checkpoint_meta(fake.files, fake.metas);
     EXPECT_TRUE(meta.model.param_shapes.has_value());
     EXPECT_EQ(meta.notes.size(), 3u);

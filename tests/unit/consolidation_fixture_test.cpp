@@ -1,9 +1,9 @@
 // Serial consolidation (plan + reading extents into memory) of every bundled real checkpoint,
 // compared with the engine's own state dict (expected.pt) and with the real zero_to_fp32.py
 // output (ref/).
-#include <gtest/gtest.h>
-
 #include <map>
+
+#include <gtest/gtest.h>
 
 #include "checkpoint/assemble.hpp"
 #include "checkpoint/discovery.hpp"
@@ -39,7 +39,8 @@ void expect_matches_engine(const std::string& fixture, const std::string& expect
                            const std::string& tag = "") {
     SCOPED_TRACE(fixture + " " + tag);
     ConsolidationPlan result = plan_fixture(fixture, PlanOptions{}, tag);
-    auto expected = testing::read_expected_state_dict(testing::fixture_path(fixture + "/" + expected_file));
+    auto expected =
+        testing::read_expected_state_dict(testing::fixture_path(fixture + "/" + expected_file));
     ASSERT_EQ(result.plan.tensors.size(), expected.size());
     for (std::size_t i = 0; i < result.plan.tensors.size(); ++i) {
         const PlannedTensor& tensor = result.plan.tensors[i];
@@ -54,7 +55,8 @@ void expect_matches_engine(const std::string& fixture, const std::string& expect
 
 // --parity: names, order, shapes, dtypes and values exactly as zero_to_fp32.py wrote them.
 void expect_matches_zero_to_fp32(const std::string& fixture, const std::string& variant,
-                                 PlanOptions options = parity_options(), const std::string& tag = "") {
+                                 PlanOptions options = parity_options(),
+                                 const std::string& tag = "") {
     SCOPED_TRACE(fixture + " " + variant);
     ConsolidationPlan result = plan_fixture(fixture, options, tag);
     auto reference = testing::read_torch_state_dict(
@@ -70,9 +72,9 @@ void expect_matches_zero_to_fp32(const std::string& fixture, const std::string& 
 }
 
 const char* kFixturesWithBinRef[] = {
-    "z1_ws2_fp32",        "z2_ws1_fp32",          "z2_ws2_fp32",        "z2_ws2_bf16",
+    "z1_ws2_fp32",        "z2_ws1_fp32",           "z2_ws2_fp32",          "z2_ws2_bf16",
     "z2_ws2_frozen_bf16", "z2_ws2_twogroups_fp32", "z2_ws2_multitag_fp32", "z3_ws1_fp32",
-    "z3_ws2_fp32",        "z3_ws2_bf16",          "z3_ws2_frozen_bf16", "z3_ws2_tied_fp32",
+    "z3_ws2_fp32",        "z3_ws2_bf16",           "z3_ws2_frozen_bf16",   "z3_ws2_tied_fp32",
     "z3_ws4_fp32",        "z3_ws2_fp32_torch2",
 };
 
@@ -138,7 +140,8 @@ TEST(ConsolidationFixtures, TiedAliasSharesItsOwner) {
     // Integer buffers keep int64 by default; --cast-all-buffers makes them fp32 like zero_to_fp32.
     EXPECT_EQ(result.plan.tensors[1].name, "position_ids");
     EXPECT_EQ(result.plan.tensors[1].output_dtype, DType::kI64);
-    EXPECT_EQ(plan_fixture("z3_ws2_tied_fp32", parity_options()).plan.tensors[1].output_dtype, DType::kF32);
+    EXPECT_EQ(plan_fixture("z3_ws2_tied_fp32", parity_options()).plan.tensors[1].output_dtype,
+              DType::kF32);
 }
 
 TEST(ConsolidationFixtures, Bf16OutputDtypeAppliesToFloatingTensors) {
@@ -152,13 +155,15 @@ TEST(ConsolidationFixtures, Bf16OutputDtypeAppliesToFloatingTensors) {
 }
 
 TEST(ConsolidationFixtures, MetaFacts) {
-    CheckpointMeta z3 = read_checkpoint_meta(discover_checkpoint(testing::fixture_path("z3_ws4_fp32"), ""));
+    CheckpointMeta z3 =
+        read_checkpoint_meta(discover_checkpoint(testing::fixture_path("z3_ws4_fp32"), ""));
     EXPECT_EQ(z3.world_size, 4u);
     EXPECT_EQ(z3.zero_stage, 3);
     EXPECT_EQ(z3.layout, MasterLayout::kPerParam);
     EXPECT_EQ(z3.ds_version, "0.14.5");
     EXPECT_EQ(z3.inputs.size(), 8u);
-    CheckpointMeta z1 = read_checkpoint_meta(discover_checkpoint(testing::fixture_path("z1_ws2_fp32"), ""));
+    CheckpointMeta z1 =
+        read_checkpoint_meta(discover_checkpoint(testing::fixture_path("z1_ws2_fp32"), ""));
     EXPECT_EQ(z1.zero_stage, 1);
     EXPECT_EQ(z1.layout, MasterLayout::kFlatGroups);
     CheckpointMeta bf16opt =
@@ -168,7 +173,8 @@ TEST(ConsolidationFixtures, MetaFacts) {
     CheckpointMeta torch2 =
         read_checkpoint_meta(discover_checkpoint(testing::fixture_path("z3_ws2_fp32_torch2"), ""));
     EXPECT_EQ(torch2.zero_stage, 3);  // pickled as ZeroStageEnum(3)
-    CheckpointMeta z2 = read_checkpoint_meta(discover_checkpoint(testing::fixture_path("z2_ws2_fp32"), ""));
+    CheckpointMeta z2 =
+        read_checkpoint_meta(discover_checkpoint(testing::fixture_path("z2_ws2_fp32"), ""));
     EXPECT_EQ(z2.zero_stage, 2);  // pickled as getattr(ZeroStageEnum, 'gradients')
 }
 

@@ -1,9 +1,9 @@
 #include "checkpoint/discovery.hpp"
 
-#include <gtest/gtest.h>
-
 #include <algorithm>
 #include <filesystem>
+
+#include <gtest/gtest.h>
 
 #include "checkpoint/natural_sort.hpp"
 #include "support/test_files.hpp"
@@ -20,13 +20,14 @@ TEST(NaturalSort, NumbersCompareByValue) {
     EXPECT_TRUE(natural_less("a9", "a10"));
     EXPECT_FALSE(natural_less("a007", "a7"));  // equal keys
     EXPECT_FALSE(natural_less("a7", "a007"));
-    EXPECT_TRUE(natural_less("a", "a0"));      // shorter run list first
+    EXPECT_TRUE(natural_less("a", "a0"));  // shorter run list first
     EXPECT_TRUE(natural_less("a1b", "a1c"));
-    EXPECT_TRUE(natural_less("1", "a"));       // "" < "a" as the leading text run
+    EXPECT_TRUE(natural_less("1", "a"));  // "" < "a" as the leading text run
     EXPECT_TRUE(natural_less("x99999999999999999999999", "x100000000000000000000000"));
     EXPECT_TRUE(natural_less("bf16_zero_pp_rank_9", "bf16_zero_pp_rank_11"));
     std::vector<std::string> names = {"r_10", "r_1", "r_2", "r_0", "r_100", "r_20"};
-    std::sort(names.begin(), names.end(), [](const auto& a, const auto& b) { return natural_less(a, b); });
+    std::sort(names.begin(), names.end(),
+              [](const auto& a, const auto& b) { return natural_less(a, b); });
     EXPECT_EQ(names, (std::vector<std::string>{"r_0", "r_1", "r_2", "r_10", "r_20", "r_100"}));
 }
 
@@ -36,12 +37,15 @@ TEST(CheckpointFileName, Grammar) {
     EXPECT_EQ(optim.dp_rank, 12u);
     EXPECT_EQ(optim.mp_rank, 0u);
     EXPECT_EQ(optim.prefix, "bf16_");
-    EXPECT_EQ(parse_checkpoint_file_name("fp16_zero_pp_rank_0_mp_rank_00_optim_states.pt").prefix, "fp16_");
+    EXPECT_EQ(parse_checkpoint_file_name("fp16_zero_pp_rank_0_mp_rank_00_optim_states.pt").prefix,
+              "fp16_");
     EXPECT_EQ(parse_checkpoint_file_name("zero_pp_rank_0_mp_rank_01_optim_states.pt").mp_rank, 1u);
-    EXPECT_EQ(parse_checkpoint_file_name("mp_rank_00_model_states.pt").role, CheckpointFileRole::kModelStates);
+    EXPECT_EQ(parse_checkpoint_file_name("mp_rank_00_model_states.pt").role,
+              CheckpointFileRole::kModelStates);
     EXPECT_EQ(parse_checkpoint_file_name("zero_pp_rank_3_mp_rank_00_model_states.pt").role,
               CheckpointFileRole::kRankModelStates);
-    EXPECT_EQ(parse_checkpoint_file_name("layer_01-model_states.pt").role, CheckpointFileRole::kPipelineLayer);
+    EXPECT_EQ(parse_checkpoint_file_name("layer_01-model_states.pt").role,
+              CheckpointFileRole::kPipelineLayer);
     EXPECT_EQ(parse_checkpoint_file_name("layer_01-model_00-model_states.pt").role,
               CheckpointFileRole::kPipelineLayer);
     EXPECT_EQ(parse_checkpoint_file_name("layer_3_expert_5_mp_rank_00_model_states.pt").role,
@@ -53,10 +57,13 @@ TEST(CheckpointFileName, Grammar) {
     // mp needs two digits; other *_states.pt names are unrecognised, anything else ignored.
     EXPECT_EQ(parse_checkpoint_file_name("zero_pp_rank_0_mp_rank_0_optim_states.pt").role,
               CheckpointFileRole::kUnrecognizedStates);
-    EXPECT_EQ(parse_checkpoint_file_name("old_optim_states.pt").role, CheckpointFileRole::kUnrecognizedStates);
+    EXPECT_EQ(parse_checkpoint_file_name("old_optim_states.pt").role,
+              CheckpointFileRole::kUnrecognizedStates);
     EXPECT_EQ(parse_checkpoint_file_name("zero_to_fp32.py").role, CheckpointFileRole::kOther);
     EXPECT_EQ(parse_checkpoint_file_name("rng_state_0.pth").role, CheckpointFileRole::kOther);
-    EXPECT_EQ(parse_checkpoint_file_name("zero_pp_rank_99999999999999999999999_mp_rank_00_optim_states.pt").role,
+    EXPECT_EQ(parse_checkpoint_file_name(
+                  "zero_pp_rank_99999999999999999999999_mp_rank_00_optim_states.pt")
+                  .role,
               CheckpointFileRole::kUnrecognizedStates);
 }
 
@@ -64,10 +71,12 @@ TEST(CheckpointFileName, Grammar) {
 struct FakeCheckpoint {
     TempDir dir;
     std::string tag_dir;
-    explicit FakeCheckpoint(const std::vector<std::string>& files, const std::string& tag = "global_step7") {
+    explicit FakeCheckpoint(const std::vector<std::string>& files,
+                            const std::string& tag = "global_step7") {
         tag_dir = dir.file(tag);
         std::filesystem::create_directories(tag_dir);
-        for (const auto& name : files) testing::write_text_file(tag_dir + "/" + name, "x");
+        for (const auto& name : files)
+            testing::write_text_file(tag_dir + "/" + name, "x");
         testing::write_text_file(dir.file("latest"), tag + "\n");
     }
 };
@@ -83,7 +92,8 @@ std::string discovery_error(const std::string& dir, const std::string& tag = "")
 
 TEST(Discovery, RankOrderIsNumeric) {
     std::vector<std::string> files = {"mp_rank_00_model_states.pt"};
-    for (int r = 0; r < 12; ++r) files.push_back("bf16_zero_pp_rank_" + std::to_string(r) + "_mp_rank_00_optim_states.pt");
+    for (int r = 0; r < 12; ++r)
+        files.push_back("bf16_zero_pp_rank_" + std::to_string(r) + "_mp_rank_00_optim_states.pt");
     FakeCheckpoint ckpt(files);
     CheckpointFiles found = discover_checkpoint(ckpt.dir.path(), "");
     EXPECT_EQ(found.tag, "global_step7");
@@ -95,13 +105,16 @@ TEST(Discovery, RankOrderIsNumeric) {
 }
 
 TEST(Discovery, LatestIsStrippedAndTagsCanBeChosen) {
-    FakeCheckpoint ckpt({"mp_rank_00_model_states.pt", "zero_pp_rank_0_mp_rank_00_optim_states.pt"});
+    FakeCheckpoint ckpt(
+        {"mp_rank_00_model_states.pt", "zero_pp_rank_0_mp_rank_00_optim_states.pt"});
     testing::write_text_file(ckpt.dir.file("latest"), "  global_step7 \r\n");
     EXPECT_EQ(discover_checkpoint(ckpt.dir.path(), "").tag, "global_step7");
     EXPECT_EQ(discover_checkpoint(ckpt.dir.path(), "global_step7").tag, "global_step7");
-    EXPECT_NE(discovery_error(ckpt.dir.path(), "global_step8").find("tag folder 'global_step8' does not exist (tags here: global_step7)"),
+    EXPECT_NE(discovery_error(ckpt.dir.path(), "global_step8")
+                  .find("tag folder 'global_step8' does not exist (tags here: global_step7)"),
               std::string::npos);
-    EXPECT_NE(discovery_error(ckpt.dir.path(), "../etc").find("is not a folder name"), std::string::npos);
+    EXPECT_NE(discovery_error(ckpt.dir.path(), "../etc").find("is not a folder name"),
+              std::string::npos);
     testing::write_text_file(ckpt.dir.file("latest"), "global_step9");
     EXPECT_NE(discovery_error(ckpt.dir.path()).find("names tag 'global_step9', but the folder"),
               std::string::npos);
@@ -111,51 +124,62 @@ TEST(Discovery, LatestIsStrippedAndTagsCanBeChosen) {
 
 TEST(Discovery, RefusesIncompleteOrMixedGrids) {
     {
-        FakeCheckpoint ckpt({"mp_rank_00_model_states.pt", "zero_pp_rank_0_mp_rank_00_optim_states.pt",
+        FakeCheckpoint ckpt({"mp_rank_00_model_states.pt",
+                             "zero_pp_rank_0_mp_rank_00_optim_states.pt",
                              "zero_pp_rank_2_mp_rank_00_optim_states.pt"});
-        EXPECT_NE(discovery_error(ckpt.dir.path()).find("optimizer file of rank 1 is missing"), std::string::npos);
+        EXPECT_NE(discovery_error(ckpt.dir.path()).find("optimizer file of rank 1 is missing"),
+                  std::string::npos);
     }
     {
-        FakeCheckpoint ckpt({"mp_rank_00_model_states.pt", "zero_pp_rank_0_mp_rank_00_optim_states.pt",
+        FakeCheckpoint ckpt({"mp_rank_00_model_states.pt",
+                             "zero_pp_rank_0_mp_rank_00_optim_states.pt",
                              "bf16_zero_pp_rank_1_mp_rank_00_optim_states.pt"});
-        EXPECT_NE(discovery_error(ckpt.dir.path()).find("mix the name prefixes"), std::string::npos);
+        EXPECT_NE(discovery_error(ckpt.dir.path()).find("mix the name prefixes"),
+                  std::string::npos);
     }
     {
         FakeCheckpoint ckpt({"mp_rank_00_model_states.pt", "mp_rank_01_model_states.pt",
-                             "zero_pp_rank_0_mp_rank_00_optim_states.pt", "zero_pp_rank_0_mp_rank_01_optim_states.pt"});
+                             "zero_pp_rank_0_mp_rank_00_optim_states.pt",
+                             "zero_pp_rank_0_mp_rank_01_optim_states.pt"});
         std::string message = discovery_error(ckpt.dir.path());
         EXPECT_NE(message.find("model-parallel rank 1"), std::string::npos) << message;
     }
     {
         FakeCheckpoint ckpt({"mp_rank_00_model_states.pt"});
-        EXPECT_NE(discovery_error(ckpt.dir.path()).find("no *_optim_states.pt files"), std::string::npos);
+        EXPECT_NE(discovery_error(ckpt.dir.path()).find("no *_optim_states.pt files"),
+                  std::string::npos);
     }
     {
         FakeCheckpoint ckpt({"zero_pp_rank_0_mp_rank_00_optim_states.pt"});
-        EXPECT_NE(discovery_error(ckpt.dir.path()).find("no *_model_states.pt file"), std::string::npos);
+        EXPECT_NE(discovery_error(ckpt.dir.path()).find("no *_model_states.pt file"),
+                  std::string::npos);
     }
     {
-        FakeCheckpoint ckpt({"mp_rank_00_model_states.pt", "zero_pp_rank_0_mp_rank_00_model_states.pt",
+        FakeCheckpoint ckpt({"mp_rank_00_model_states.pt",
+                             "zero_pp_rank_0_mp_rank_00_model_states.pt",
                              "zero_pp_rank_0_mp_rank_00_optim_states.pt"});
         EXPECT_NE(discovery_error(ckpt.dir.path()).find("holds both"), std::string::npos);
     }
     {
-        FakeCheckpoint ckpt({"mp_rank_00_model_states.pt", "zero_pp_rank_0_mp_rank_00_optim_states.pt",
-                             "stale_optim_states.pt"});
-        EXPECT_NE(discovery_error(ckpt.dir.path()).find("unrecognised checkpoint file name"), std::string::npos);
+        FakeCheckpoint ckpt({"mp_rank_00_model_states.pt",
+                             "zero_pp_rank_0_mp_rank_00_optim_states.pt", "stale_optim_states.pt"});
+        EXPECT_NE(discovery_error(ckpt.dir.path()).find("unrecognised checkpoint file name"),
+                  std::string::npos);
     }
 }
 
 TEST(Discovery, RefusesUnsupportedLayoutsWithAlternatives) {
     {
-        FakeCheckpoint ckpt({"mp_rank_00_model_states.pt", "zero_pp_rank_0_mp_rank_00_optim_states.pt",
+        FakeCheckpoint ckpt({"mp_rank_00_model_states.pt",
+                             "zero_pp_rank_0_mp_rank_00_optim_states.pt",
                              "layer_01-model_states.pt"});
         std::string message = discovery_error(ckpt.dir.path());
         EXPECT_NE(message.find("pipeline-parallel"), std::string::npos);
         EXPECT_NE(message.find("ds_to_universal.py"), std::string::npos);
     }
     {
-        FakeCheckpoint ckpt({"mp_rank_00_model_states.pt", "zero_pp_rank_0_mp_rank_00_optim_states.pt",
+        FakeCheckpoint ckpt({"mp_rank_00_model_states.pt",
+                             "zero_pp_rank_0_mp_rank_00_optim_states.pt",
                              "layer_0_expert_0_mp_rank_00_model_states.pt"});
         EXPECT_NE(discovery_error(ckpt.dir.path()).find("Mixture-of-Experts"), std::string::npos);
     }
@@ -163,7 +187,8 @@ TEST(Discovery, RefusesUnsupportedLayoutsWithAlternatives) {
 
 TEST(Discovery, DirectoryWhereAFileShouldBe) {
     FakeCheckpoint ckpt({"mp_rank_00_model_states.pt"});
-    std::filesystem::create_directories(ckpt.tag_dir + "/zero_pp_rank_0_mp_rank_00_optim_states.pt");
+    std::filesystem::create_directories(ckpt.tag_dir +
+                                        "/zero_pp_rank_0_mp_rank_00_optim_states.pt");
     EXPECT_NE(discovery_error(ckpt.dir.path()).find("is not a regular file"), std::string::npos);
 }
 
@@ -176,13 +201,15 @@ TEST(Discovery, MissingOrNonDirectoryCheckpoint) {
 
 TEST(Discovery, HuggingFaceSideFiles) {
     TempDir dir;
-    for (const char* name : {"config.json", "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json",
-                             "chat_template.jinja", "generation_config.json", "trainer_state.json", "rng_state_0.pth"}) {
+    for (const char* name : {"config.json", "tokenizer.json", "tokenizer_config.json",
+                             "special_tokens_map.json", "chat_template.jinja",
+                             "generation_config.json", "trainer_state.json", "rng_state_0.pth"}) {
         testing::write_text_file(dir.file(name), "{}");
     }
     EXPECT_EQ(find_hf_side_files(dir.path()),
-              (std::vector<std::string>{"chat_template.jinja", "config.json", "generation_config.json",
-                                        "special_tokens_map.json", "tokenizer.json", "tokenizer_config.json"}));
+              (std::vector<std::string>{"chat_template.jinja", "config.json",
+                                        "generation_config.json", "special_tokens_map.json",
+                                        "tokenizer.json", "tokenizer_config.json"}));
 }
 
 TEST(Discovery, BundledFixtures) {
@@ -190,7 +217,8 @@ TEST(Discovery, BundledFixtures) {
     EXPECT_TRUE(z3.per_rank_model_files);
     EXPECT_EQ(z3.model_files.size(), 4u);
     EXPECT_EQ(z3.optim_files.size(), 4u);
-    CheckpointFiles multitag = discover_checkpoint(testing::fixture_path("z2_ws2_multitag_fp32"), "");
+    CheckpointFiles multitag =
+        discover_checkpoint(testing::fixture_path("z2_ws2_multitag_fp32"), "");
     EXPECT_EQ(multitag.tag, "global_step3");
 }
 

@@ -10,7 +10,8 @@ namespace z2f {
 namespace {
 
 TEST(MetaCodec, RoundTripsEveryFixtureFile) {
-    for (const char* fixture : {"z2_ws2_frozen_bf16", "z3_ws2_tied_fp32", "z3_ws2_frozen_bf16", "z1_ws2_bf16opt"}) {
+    for (const char* fixture :
+         {"z2_ws2_frozen_bf16", "z3_ws2_tied_fp32", "z3_ws2_frozen_bf16", "z1_ws2_bf16opt"}) {
         CheckpointFiles files = discover_checkpoint(testing::fixture_path(fixture), "");
         auto inputs = checkpoint_inputs(files);
         std::vector<std::byte> buffer;

@@ -1,8 +1,8 @@
 #include "plan/ownership.hpp"
 
-#include <gtest/gtest.h>
-
 #include <map>
+
+#include <gtest/gtest.h>
 
 namespace z2f {
 namespace {
@@ -38,7 +38,8 @@ TEST(Ownership, OneBigFileIsSplitOverRanks) {
     expect_covers_every_slot_once(files, own);
     ASSERT_EQ(own.tasks.size(), 4u);
     EXPECT_EQ(own.tasks_per_file[0], 4u);
-    for (auto bytes : own.bytes_per_rank) EXPECT_EQ(bytes, 20u);
+    for (auto bytes : own.bytes_per_rank)
+        EXPECT_EQ(bytes, 20u);
 }
 
 TEST(Ownership, SingleTensorsCannotBeSplit) {
@@ -58,7 +59,8 @@ TEST(Ownership, IsDeterministicAndIndependentOfNothingButInputs) {
     std::vector<FileWork> files;
     for (int f = 0; f < 37; ++f) {
         FileWork work;
-        for (int s = 0; s < 1 + f % 5; ++s) work.slot_bytes.push_back(static_cast<std::uint64_t>((f * 7919 + s * 104729) % 1000));
+        for (int s = 0; s < 1 + f % 5; ++s)
+            work.slot_bytes.push_back(static_cast<std::uint64_t>((f * 7919 + s * 104729) % 1000));
         files.push_back(work);
     }
     for (std::uint32_t ranks : {1u, 2u, 3u, 4u, 64u, 1024u}) {

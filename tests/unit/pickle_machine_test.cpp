@@ -1,11 +1,10 @@
-#include "pickle/machine.hpp"
-
-#include <gtest/gtest.h>
-
 #include <cstring>
 #include <sstream>
 
+#include <gtest/gtest.h>
+
 #include "container/torch_file.hpp"
+#include "pickle/machine.hpp"
 #include "pickle/printer.hpp"
 #include "support/test_files.hpp"
 #include "zero2fp32/error.hpp"
@@ -18,15 +17,22 @@ using namespace std::string_literals;  // "..."s keeps embedded NUL bytes
 // --- tiny pickle assembler -----------------------------------------------------------------
 std::string le(std::uint64_t value, int bytes) {
     std::string out;
-    for (int i = 0; i < bytes; ++i) out += static_cast<char>((value >> (8 * i)) & 0xFF);
+    for (int i = 0; i < bytes; ++i)
+        out += static_cast<char>((value >> (8 * i)) & 0xFF);
     return out;
 }
-std::string u(const std::string& text) { return "X" + le(text.size(), 4) + text; }  // BINUNICODE
-std::string k(int value) { return "K" + std::string(1, static_cast<char>(value)); }  // BININT1
+std::string u(const std::string& text) {
+    return "X" + le(text.size(), 4) + text;
+}  // BINUNICODE
+std::string k(int value) {
+    return "K" + std::string(1, static_cast<char>(value));
+}  // BININT1
 std::string global(const std::string& module, const std::string& name) {
     return "c" + module + "\n" + name + "\n";
 }
-std::string stop() { return "."; }
+std::string stop() {
+    return ".";
+}
 const std::string kProto2 = "\x80\x02";
 
 struct Parsed {
@@ -59,7 +65,8 @@ std::string tensor_v2(const std::string& storage, int offset, const std::string&
 
 // --- scalars ---------------------------------------------------------------------------------
 TEST(PickleMachine, Integers) {
-    EXPECT_EQ(parse(kProto2 + "J" + le(static_cast<std::uint32_t>(-5), 4) + stop()).root().as_int(), -5);
+    EXPECT_EQ(parse(kProto2 + "J" + le(static_cast<std::uint32_t>(-5), 4) + stop()).root().as_int(),
+              -5);
     EXPECT_EQ(parse(kProto2 + k(200) + stop()).root().as_int(), 200);
     EXPECT_EQ(parse(kProto2 + "M" + le(65000, 2) + stop()).root().as_int(), 65000);
     EXPECT_EQ(parse("I123\n.").root().as_int(), 123);
@@ -71,15 +78,17 @@ TEST(PickleMachine, Integers) {
 TEST(PickleMachine, Long1IsSignedAndSizedByItsLength) {
     EXPECT_EQ(parse(kProto2 + "\x8a" + std::string(1, '\0') + stop()).root().as_int(), 0);
     // 7e9 (a 7B-parameter storage numel) needs LONG1.
-    EXPECT_EQ(parse(kProto2 + "\x8a\x05" + le(7000000000ULL, 5) + stop()).root().as_int(), 7000000000);
+    EXPECT_EQ(parse(kProto2 + "\x8a\x05" + le(7000000000ULL, 5) + stop()).root().as_int(),
+              7000000000);
     EXPECT_EQ(parse(kProto2 + "\x8a\x01\xff" + stop()).root().as_int(), -1);
     EXPECT_EQ(parse(kProto2 + "\x8a\x02\x00\x80"s + stop()).root().as_int(), -32768);
     EXPECT_EQ(parse(kProto2 + "\x8a\x03\x00\x80\x00"s + stop()).root().as_int(), 32768);
     // 9 bytes whose top byte is only sign extension still fit.
-    EXPECT_EQ(parse(kProto2 + "\x8a\x09" + le(0x7FFFFFFFFFFFFFFFULL, 8) + std::string(1, '\0') + stop())
-                  .root()
-                  .as_int(),
-              0x7FFFFFFFFFFFFFFF);
+    EXPECT_EQ(
+        parse(kProto2 + "\x8a\x09" + le(0x7FFFFFFFFFFFFFFFULL, 8) + std::string(1, '\0') + stop())
+            .root()
+            .as_int(),
+        0x7FFFFFFFFFFFFFFF);
     EXPECT_EQ(parse(kProto2 + "\x8b" + le(3, 4) + "\x01\x00\x00"s + stop()).root().as_int(), 1);
 }
 
@@ -96,7 +105,8 @@ TEST(PickleMachine, IntegersBeyond64BitsBecomeBigInts) {
 
 TEST(PickleMachine, FloatsAndConstants) {
     // BINFLOAT is big-endian: 1.5 = 0x3FF8000000000000.
-    EXPECT_DOUBLE_EQ(parse(kProto2 + "G\x3f\xf8" + std::string(6, '\0') + stop()).root().as_float(), 1.5);
+    EXPECT_DOUBLE_EQ(parse(kProto2 + "G\x3f\xf8" + std::string(6, '\0') + stop()).root().as_float(),
+                     1.5);
     EXPECT_DOUBLE_EQ(parse("F-0.25\n.").root().as_float(), -0.25);
     EXPECT_TRUE(parse(kProto2 + "N.").root().is_none());
     EXPECT_TRUE(parse(kProto2 + "\x88.").root().as_bool());
@@ -105,7 +115,11 @@ TEST(PickleMachine, FloatsAndConstants) {
 
 TEST(PickleMachine, Strings) {
     EXPECT_EQ(parse(kProto2 + u("héllo") + stop()).root().string(), "héllo");
-    EXPECT_EQ(parse("\x80\x04\x8c\x03" "abc.").root().string(), "abc");
+    EXPECT_EQ(parse("\x80\x04\x8c\x03"
+                    "abc.")
+                  .root()
+                  .string(),
+              "abc");
     EXPECT_EQ(parse("\x80\x04\x8d" + le(2, 8) + "hi.").root().string(), "hi");
     EXPECT_EQ(parse("U\x02ok.").root().string(), "ok");
     EXPECT_EQ(parse("T" + le(3, 4) + "abc.").root().string(), "abc");
@@ -116,13 +130,25 @@ TEST(PickleMachine, Strings) {
 }
 
 TEST(PickleMachine, Bytes) {
-    EXPECT_EQ(parse("\x80\x03" "C\x03" "abc.").root().get<Bytes>()->data, "abc");
-    EXPECT_EQ(parse("\x80\x03" "B" + le(2, 4) + "xy.").root().get<Bytes>()->data, "xy");
+    EXPECT_EQ(parse("\x80\x03"
+                    "C\x03"
+                    "abc.")
+                  .root()
+                  .get<Bytes>()
+                  ->data,
+              "abc");
+    EXPECT_EQ(parse("\x80\x03"
+                    "B" +
+                    le(2, 4) + "xy.")
+                  .root()
+                  .get<Bytes>()
+                  ->data,
+              "xy");
     EXPECT_EQ(parse("\x80\x04\x8e" + le(1, 8) + "z.").root().get<Bytes>()->data, "z");
     EXPECT_EQ(parse("\x80\x05\x96" + le(1, 8) + "q.").root().get<Bytes>()->data, "q");
     // Protocol 2 pickles bytes as _codecs.encode(text, 'latin1').
-    auto encoded = parse(kProto2 + global("_codecs", "encode") + u("\xc3\xbf\x01") + u("latin1") +
-                         "\x86R.");
+    auto encoded =
+        parse(kProto2 + global("_codecs", "encode") + u("\xc3\xbf\x01") + u("latin1") + "\x86R.");
     ASSERT_NE(encoded.root().get<Bytes>(), nullptr);
     EXPECT_EQ(encoded.root().get<Bytes>()->data, std::string("\xff\x01"));
 }
@@ -134,7 +160,9 @@ TEST(PickleMachine, TuplesListsDicts) {
     EXPECT_EQ(t.root().get<Tuple>()->items.size(), 3u);
     EXPECT_EQ(parse(kProto2 + k(1) + "\x85.").root().get<Tuple>()->items.size(), 1u);
     EXPECT_EQ(parse(kProto2 + k(1) + k(2) + "\x86.").root().get<Tuple>()->items.size(), 2u);
-    EXPECT_EQ(parse(kProto2 + "(" + k(1) + k(2) + k(3) + k(4) + "t.").root().get<Tuple>()->items.size(), 4u);
+    EXPECT_EQ(
+        parse(kProto2 + "(" + k(1) + k(2) + k(3) + k(4) + "t.").root().get<Tuple>()->items.size(),
+        4u);
     EXPECT_EQ(parse(kProto2 + ").").root().get<Tuple>()->items.size(), 0u);
     EXPECT_EQ(parse("(" + k(1) + k(2) + "l.").root().get<List>()->items.size(), 2u);
     auto list = parse(kProto2 + "]" + k(1) + "a(" + k(2) + k(3) + "e.");
@@ -165,9 +193,9 @@ TEST(PickleMachine, Sets) {
 }
 
 TEST(PickleMachine, StackOpcodes) {
-    EXPECT_EQ(parse(kProto2 + k(1) + k(2) + "0.").root().as_int(), 1);        // POP
+    EXPECT_EQ(parse(kProto2 + k(1) + k(2) + "0.").root().as_int(), 1);               // POP
     EXPECT_EQ(parse(kProto2 + k(1) + "(" + k(2) + k(3) + "1.").root().as_int(), 1);  // POP_MARK
-    auto dup = parse(kProto2 + "]2\x86.");                                   // DUP
+    auto dup = parse(kProto2 + "]2\x86.");                                           // DUP
     const Tuple* pair = dup.root().get<Tuple>();
     ASSERT_NE(pair, nullptr);
     EXPECT_EQ(pair->items[0].as_object(), pair->items[1].as_object());
@@ -179,8 +207,9 @@ TEST(PickleMachine, MemoSharesObjects) {
     ASSERT_NE(t, nullptr);
     EXPECT_EQ(t->items[0].as_object(), t->items[1].as_object());
     EXPECT_EQ(t->items[1].as_object(), t->items[2].as_object());
-    EXPECT_NE(parse(kProto2 + "]r" + le(70000, 4) + "j" + le(70000, 4) + "\x86.").root().get<Tuple>(),
-              nullptr);
+    EXPECT_NE(
+        parse(kProto2 + "]r" + le(70000, 4) + "j" + le(70000, 4) + "\x86.").root().get<Tuple>(),
+        nullptr);
     EXPECT_EQ(parse("]p3\ng3\n\x86.").root().get<Tuple>()->items.size(), 2u);
     EXPECT_EQ(parse("\x80\x04]\x94h\x00\x86."s).root().get<Tuple>()->items.size(), 2u);  // MEMOIZE
     EXPECT_NE(parse_error(kProto2 + "h\x07.").find("memo key 7 is not defined"), std::string::npos);
@@ -206,7 +235,8 @@ TEST(PickleMachine, NewObjBuildAndItems) {
     ASSERT_NE(scaler->state.get<Dict>(), nullptr);
     EXPECT_DOUBLE_EQ(scaler->state.get<Dict>()->find("cur_scale")->as_float(), 1.0);
 
-    auto with_items = parse(kProto2 + global("m", "C") + ")\x81" + k(1) + "a" + u("x") + k(2) + "s.");
+    auto with_items =
+        parse(kProto2 + global("m", "C") + ")\x81" + k(1) + "a" + u("x") + k(2) + "s.");
     const Instance* c = with_items.root().get<Instance>();
     ASSERT_NE(c, nullptr);
     EXPECT_EQ(c->list_items.size(), 1u);
@@ -219,23 +249,26 @@ TEST(PickleMachine, NewObjBuildAndItems) {
     EXPECT_EQ(inst.root().get<Instance>()->args.get<Tuple>()->items.size(), 1u);
     auto obj = parse("(" + global("m", "C") + k(1) + "o.");
     ASSERT_NE(obj.root().get<Instance>(), nullptr);
-    auto stack_global = parse("\x80\x04\x8c\x01" "m\x8c\x01" "C\x93.");
+    auto stack_global = parse(
+        "\x80\x04\x8c\x01"
+        "m\x8c\x01"
+        "C\x93.");
     ASSERT_NE(stack_global.root().get<Global>(), nullptr);
     EXPECT_TRUE(stack_global.root().get<Global>()->is("m", "C"));
 }
 
 TEST(PickleMachine, ZeroStageEnumInBothEncodings) {
     // Python <= 3.10 / >= 3.12: ZeroStageEnum(3)
-    auto by_value = parse(kProto2 + global("deepspeed.runtime.zero.config", "ZeroStageEnum") + k(3) +
-                          "\x85R.");
+    auto by_value =
+        parse(kProto2 + global("deepspeed.runtime.zero.config", "ZeroStageEnum") + k(3) + "\x85R.");
     const Instance* value_form = by_value.root().get<Instance>();
     ASSERT_NE(value_form, nullptr);
     EXPECT_EQ(value_form->global()->name, "ZeroStageEnum");
     EXPECT_EQ(value_form->args.get<Tuple>()->items[0].as_int(), 3);
     // Python 3.11: getattr(ZeroStageEnum, 'weights')
-    auto by_name = parse(kProto2 + global("__builtin__", "getattr") +
-                         global("deepspeed.runtime.zero.config", "ZeroStageEnum") + u("weights") +
-                         "\x86R.");
+    auto by_name =
+        parse(kProto2 + global("__builtin__", "getattr") +
+              global("deepspeed.runtime.zero.config", "ZeroStageEnum") + u("weights") + "\x86R.");
     const Instance* name_form = by_name.root().get<Instance>();
     ASSERT_NE(name_form, nullptr);
     EXPECT_TRUE(name_form->global()->is("__builtin__", "getattr"));
@@ -259,15 +292,18 @@ TEST(PickleMachine, TorchSizeBecomesATuple) {
     ASSERT_NE(shape, nullptr);
     ASSERT_EQ(shape->items.size(), 2u);
     EXPECT_EQ(shape->items[0].as_int(), 53);
-    EXPECT_NE(parse_error(kProto2 + global("torch", "Size") + "J" + le(0xFFFFFFFF, 4) + "\x85\x85R.")
-                  .find("non-negative"),
-              std::string::npos);
+    EXPECT_NE(
+        parse_error(kProto2 + global("torch", "Size") + "J" + le(0xFFFFFFFF, 4) + "\x85\x85R.")
+            .find("non-negative"),
+        std::string::npos);
 }
 
 // --- torch tensors ---------------------------------------------------------------------------
 TEST(PickleMachine, RebuildTensorV2) {
-    auto parsed = parse(kProto2 + tensor_v2(storage_pid("FloatStorage", "3", 100), 7,
-                                       k(3) + k(4) + "\x86", k(4) + k(1) + "\x86") + stop());
+    auto parsed = parse(kProto2 +
+                        tensor_v2(storage_pid("FloatStorage", "3", 100), 7, k(3) + k(4) + "\x86",
+                                  k(4) + k(1) + "\x86") +
+                        stop());
     const Tensor* tensor = parsed.root().get<Tensor>();
     ASSERT_NE(tensor, nullptr);
     EXPECT_EQ(tensor->dtype, DType::kF32);
@@ -277,8 +313,8 @@ TEST(PickleMachine, RebuildTensorV2) {
     EXPECT_EQ(tensor->shape, (std::vector<std::uint64_t>{3, 4}));
     EXPECT_EQ(tensor->stride, (std::vector<std::int64_t>{4, 1}));
     // 7-argument form (metadata) and a 0-dim tensor.
-    auto scalar = parse(kProto2 + tensor_v2(storage_pid("BFloat16Storage", "0", 1), 0, ")", ")",
-                                            "}") + stop());
+    auto scalar = parse(
+        kProto2 + tensor_v2(storage_pid("BFloat16Storage", "0", 1), 0, ")", ")", "}") + stop());
     ASSERT_NE(scalar.root().get<Tensor>(), nullptr);
     EXPECT_TRUE(scalar.root().get<Tensor>()->shape.empty());
     EXPECT_EQ(scalar.root().get<Tensor>()->dtype, DType::kBF16);
@@ -287,8 +323,8 @@ TEST(PickleMachine, RebuildTensorV2) {
 TEST(PickleMachine, RebuildTensorV3TakesItsDtypeArgument) {
     std::string v3 = global("torch._utils", "_rebuild_tensor_v3") + "(" +
                      storage_pid("UntypedStorage", "0", 16) + k(0) + k(8) + "\x85" + k(1) + "\x85" +
-                     "\x89" + global("collections", "OrderedDict") + ")R" + global("torch", "uint16") +
-                     "tR.";
+                     "\x89" + global("collections", "OrderedDict") + ")R" +
+                     global("torch", "uint16") + "tR.";
     auto parsed = parse(kProto2 + v3);
     const Tensor* tensor = parsed.root().get<Tensor>();
     ASSERT_NE(tensor, nullptr);
@@ -311,7 +347,8 @@ TEST(PickleMachine, RebuildFromTypeV2UnwrapsTheTensor) {
 }
 
 TEST(PickleMachine, RebuildParameterReturnsItsTensor) {
-    std::string tensor = tensor_v2(storage_pid("HalfStorage", "1", 4), 0, k(4) + "\x85", k(1) + "\x85");
+    std::string tensor =
+        tensor_v2(storage_pid("HalfStorage", "1", 4), 0, k(4) + "\x85", k(1) + "\x85");
     auto parsed = parse(kProto2 + global("torch._utils", "_rebuild_parameter") + "(" + tensor +
                         "\x88" + global("collections", "OrderedDict") + ")RtR.");
     ASSERT_NE(parsed.root().get<Tensor>(), nullptr);
@@ -326,7 +363,8 @@ TEST(PickleMachine, StoragesAreSharedByKeyAndChecked) {
     ASSERT_NE(pair, nullptr);
     EXPECT_EQ(pair->items[0].get<Tensor>()->storage, pair->items[1].get<Tensor>()->storage);
     std::string c = tensor_v2(storage_pid("HalfStorage", "0", 8), 0, k(4) + "\x85", k(1) + "\x85");
-    EXPECT_NE(parse_error(kProto2 + a + c + "\x86.").find("different type or size"), std::string::npos);
+    EXPECT_NE(parse_error(kProto2 + a + c + "\x86.").find("different type or size"),
+              std::string::npos);
     EXPECT_NE(parse_error(kProto2 + storage_pid("NoSuchStorage", "0", 1) + ".")
                   .find("unknown storage type torch.NoSuchStorage"),
               std::string::npos);
@@ -337,8 +375,8 @@ TEST(PickleMachine, StoragesAreSharedByKeyAndChecked) {
 TEST(PickleMachine, MalformedTensorCallsAreErrors) {
     std::string bad_size = tensor_v2(storage_pid("FloatStorage", "0", 8), 0, u("x"), k(1) + "\x85");
     EXPECT_NE(parse_error(kProto2 + bad_size + ".").find("tensor size is str"), std::string::npos);
-    std::string mismatch = tensor_v2(storage_pid("FloatStorage", "0", 8), 0, k(2) + k(2) + "\x86",
-                                     k(1) + "\x85");
+    std::string mismatch =
+        tensor_v2(storage_pid("FloatStorage", "0", 8), 0, k(2) + k(2) + "\x86", k(1) + "\x85");
     EXPECT_NE(parse_error(kProto2 + mismatch + ".").find("stride has 1"), std::string::npos);
     std::string not_storage = global("torch._utils", "_rebuild_tensor_v2") + "(" + k(1) + k(0) +
                               ")))" + "\x89" + "Nt" + "R.";
@@ -348,10 +386,12 @@ TEST(PickleMachine, MalformedTensorCallsAreErrors) {
 // --- errors and limits -------------------------------------------------------------------------
 TEST(PickleMachine, ErrorsNameOpcodeAndOffset) {
     std::string message = parse_error(kProto2 + "a.");
-    EXPECT_NE(message.find("test.pkl: byte 2: APPEND: stack underflow"), std::string::npos) << message;
+    EXPECT_NE(message.find("test.pkl: byte 2: APPEND: stack underflow"), std::string::npos)
+        << message;
     EXPECT_NE(parse_error(kProto2 + "0.").find("POP: no MARK"), std::string::npos);
     EXPECT_NE(parse_error(kProto2 + "e.").find("APPENDS: no MARK"), std::string::npos);
-    EXPECT_NE(parse_error(kProto2 + "\xff.").find("opcode 0xff: unknown opcode"), std::string::npos);
+    EXPECT_NE(parse_error(kProto2 + "\xff.").find("opcode 0xff: unknown opcode"),
+              std::string::npos);
     EXPECT_NE(parse_error(kProto2 + k(1)).find("without a STOP"), std::string::npos);
     EXPECT_NE(parse_error("\x80\x06.").find("unsupported pickle protocol 6"), std::string::npos);
     EXPECT_NE(parse_error(kProto2 + "}(" + k(1) + "u.").find("odd number"), std::string::npos);
@@ -361,14 +401,16 @@ TEST(PickleMachine, ErrorsNameOpcodeAndOffset) {
     EXPECT_NE(parse_error(kProto2 + "\x82\x01.").find("extension registry"), std::string::npos);
     EXPECT_NE(parse_error("P1\n.").find("text persistent ids"), std::string::npos);
     EXPECT_NE(parse_error("\x80\x05\x97.").find("out-of-band"), std::string::npos);
-    EXPECT_NE(parse_error("c" + std::string("no newline")).find("not terminated"), std::string::npos);
+    EXPECT_NE(parse_error("c" + std::string("no newline")).find("not terminated"),
+              std::string::npos);
 }
 
 TEST(PickleMachine, HugeDeclaredLengthsAreRefused) {
     EXPECT_NE(parse_error(kProto2 + "X\xff\xff\xff\xff" + "abc.").find("needs 4294967295 bytes"),
               std::string::npos);
     EXPECT_NE(parse_error("\x80\x04\x8e" + le(~0ULL, 8) + ".").find("needs"), std::string::npos);
-    EXPECT_NE(parse_error("\x80\x04\x95" + le(1ULL << 40, 8) + ".").find("frame of"), std::string::npos);
+    EXPECT_NE(parse_error("\x80\x04\x95" + le(1ULL << 40, 8) + ".").find("frame of"),
+              std::string::npos);
     EXPECT_NE(parse_error(kProto2 + "\x8b\xff\xff\xff\xff.").find("negative byte count"),
               std::string::npos);
 }
@@ -377,7 +419,8 @@ TEST(PickleMachine, DeepNestingIsRefused) {
     EXPECT_NE(parse_error(std::string(5000, '(') + ".").find("MARKs nest deeper than 1000"),
               std::string::npos);
     std::string nested = kProto2 + ")";
-    for (int i = 0; i < 2000; ++i) nested += "\x85";  // TUPLE1 around TUPLE1 around ...
+    for (int i = 0; i < 2000; ++i)
+        nested += "\x85";  // TUPLE1 around TUPLE1 around ...
     EXPECT_NE(parse_error(nested + ".").find("nest deeper than 1000"), std::string::npos);
     Limits tight;
     tight.max_nesting = 3;
@@ -424,21 +467,23 @@ TEST(PickleMachine, EveryBundledPickleParses) {
 }
 
 TEST(PickleMachine, EveryTruncationOfARealPickleIsAnError) {
-    auto files = testing::find_files(testing::fixture_root() + "/z2_ws2_frozen_bf16", "model_states.pt");
+    auto files =
+        testing::find_files(testing::fixture_root() + "/z2_ws2_frozen_bf16", "model_states.pt");
     ASSERT_EQ(files.size(), 1u);
     TorchFile file = TorchFile::open(files[0]);
-    std::vector<std::byte> bytes = file.archive().read_record(
-        file.file(), file.archive().require("data.pkl"), 1 << 20);
+    std::vector<std::byte> bytes =
+        file.archive().read_record(file.file(), file.archive().require("data.pkl"), 1 << 20);
     for (std::size_t cut = 0; cut < bytes.size(); ++cut) {
         EXPECT_THROW(parse_pickle(std::span(bytes).first(cut), "cut.pkl"), Error) << cut;
     }
 }
 
 TEST(PickleMachine, FlippedBytesNeverCrash) {
-    auto files = testing::find_files(testing::fixture_root() + "/z3_ws2_fp32_torch2", "optim_states.pt");
+    auto files =
+        testing::find_files(testing::fixture_root() + "/z3_ws2_fp32_torch2", "optim_states.pt");
     TorchFile file = TorchFile::open(files[0]);
-    std::vector<std::byte> bytes = file.archive().read_record(
-        file.file(), file.archive().require("data.pkl"), 1 << 20);
+    std::vector<std::byte> bytes =
+        file.archive().read_record(file.file(), file.archive().require("data.pkl"), 1 << 20);
     for (std::size_t at = 0; at < bytes.size(); ++at) {
         for (unsigned mask : {0x01u, 0x80u, 0xFFu}) {
             auto copy = bytes;

@@ -2,10 +2,10 @@
 // §5, §6.2, §6.3): every element of every parameter must come from the rank and offset the
 // formulas give, for W = 1..8, parameters smaller than W, empty parameters, several groups and
 // sub-groups, ZeRO-2 alignment padding and BF16_Optimizer padding.
-#include <gtest/gtest.h>
-
 #include <random>
 #include <tuple>
+
+#include <gtest/gtest.h>
 
 #include "plan/consolidation.hpp"
 #include "support/synthetic_meta.hpp"
@@ -41,7 +41,8 @@ std::vector<Element> decode(const PlannedTensor& tensor) {
 }
 
 std::vector<std::vector<SyntheticParam>> random_groups(std::mt19937& rng, std::size_t groups,
-                                                       std::size_t max_params, std::uint64_t max_dim) {
+                                                       std::size_t max_params,
+                                                       std::uint64_t max_dim) {
     std::vector<std::vector<SyntheticParam>> out(groups);
     int id = 0;
     for (auto& group : out) {
@@ -49,10 +50,18 @@ std::vector<std::vector<SyntheticParam>> random_groups(std::mt19937& rng, std::s
         for (std::size_t i = 0; i < count; ++i) {
             std::vector<std::uint64_t> shape;
             switch (rng() % 4) {
-                case 0: shape = {}; break;                   // 0-dim scalar
-                case 1: shape = {rng() % 3}; break;          // tiny, possibly empty
-                case 2: shape = {1 + rng() % max_dim}; break;
-                default: shape = {1 + rng() % max_dim, 1 + rng() % 7}; break;
+                case 0:
+                    shape = {};
+                    break;  // 0-dim scalar
+                case 1:
+                    shape = {rng() % 3};
+                    break;  // tiny, possibly empty
+                case 2:
+                    shape = {1 + rng() % max_dim};
+                    break;
+                default:
+                    shape = {1 + rng() % max_dim, 1 + rng() % 7};
+                    break;
             }
             group.push_back({"p" + std::to_string(id++), shape});
         }
@@ -71,7 +80,8 @@ TEST(PlanLayout, Stage12ElementsFollowThePartitionFormula) {
                 std::size_t t = 0;
                 for (std::size_t g = 0; g < groups.size(); ++g) {
                     std::uint64_t total = 0;
-                    for (const auto& p : groups[g]) total += numel_of(p.shape);
+                    for (const auto& p : groups[g])
+                        total += numel_of(p.shape);
                     std::uint64_t align = 2 * std::uint64_t{world};
                     std::uint64_t part = (total + align - 1) / align * align / world;
                     std::uint64_t flat = 0;
@@ -112,7 +122,8 @@ TEST(PlanLayout, Stage3ElementsFollowThePaddedSliceFormula) {
                     std::uint64_t part = (n + world - 1) / world;
                     std::vector<Element> expected;
                     for (std::uint64_t e = 0; e < n; ++e) {
-                        expected.push_back({static_cast<std::uint32_t>(e / part), j, offset + e % part});
+                        expected.push_back(
+                            {static_cast<std::uint32_t>(e / part), j, offset + e % part});
                     }
                     EXPECT_EQ(decode(tensor), expected) << "W=" << world << " " << p.name;
                     offset += part;
@@ -142,7 +153,8 @@ TEST(PlanLayout, WorkedExamplesFromTheFormatNotes) {
 }
 
 TEST(PlanLayout, ExtentsOfOneFileMergeAndEmptyTensorsHaveNone) {
-    CheckpointMeta z2 = testing::synthetic_stage12(2, {{{"w", {10, 10}}, {"empty", {0, 4}}, {"s", {}}}});
+    CheckpointMeta z2 =
+        testing::synthetic_stage12(2, {{{"w", {10, 10}}, {"empty", {0, 4}}, {"s", {}}}});
     ConsolidationPlan plan = plan_consolidation(z2, PlanOptions{});
     EXPECT_EQ(plan.plan.tensors[0].extents.size(), 2u);  // split across the two ranks
     EXPECT_TRUE(plan.plan.tensors[1].extents.empty());
@@ -168,7 +180,8 @@ TEST(PlanLayout, Stage3FrozenFragmentsSplitLikeParameters) {
     EXPECT_EQ(frozen.role, TensorRole::kFrozen);
     EXPECT_EQ(frozen.source_dtype, DType::kBF16);
     EXPECT_EQ(frozen.output_dtype, DType::kF32);
-    EXPECT_EQ(frozen.extents, (std::vector<SourceExtent>{{0, 1000, 6}, {1, 1100, 6}, {2, 1200, 2}}));
+    EXPECT_EQ(frozen.extents,
+              (std::vector<SourceExtent>{{0, 1000, 6}, {1, 1100, 6}, {2, 1200, 2}}));
 
     meta.frozen_fragments_by_rank[1][0].tensor.numel = 2;
     try {
@@ -187,7 +200,8 @@ TEST(PlanLayout, ConsumedNumelsMismatchIsReported) {
         plan_consolidation(meta, PlanOptions{});
         FAIL();
     } catch (const Error& error) {
-        EXPECT_NE(std::string(error.what()).find("need more than the 16 elements"), std::string::npos)
+        EXPECT_NE(std::string(error.what()).find("need more than the 16 elements"),
+                  std::string::npos)
             << error.what();
     }
     CheckpointMeta fewer = testing::synthetic_stage12(2, {{{"a", {10}}, {"b", {6}}}});
@@ -205,7 +219,8 @@ TEST(PlanLayout, ConsumedNumelsMismatchIsReported) {
         plan_consolidation(groups, PlanOptions{});
         FAIL();
     } catch (const Error& error) {
-        EXPECT_NE(std::string(error.what()).find("lists 2 parameter groups but the optimizer files hold 1"),
+        EXPECT_NE(std::string(error.what())
+                      .find("lists 2 parameter groups but the optimizer files hold 1"),
                   std::string::npos);
     }
 }
@@ -230,7 +245,8 @@ TEST(PlanLayout, Stage3ChecksPerRankTotals) {
             << error.what();
     }
     CheckpointMeta nvme = testing::synthetic_stage3(2, {{{"a", {10}}}});
-    for (auto& optim : nvme.optim) optim.master[0].numel = 0;
+    for (auto& optim : nvme.optim)
+        optim.master[0].numel = 0;
     nvme.files.has_offloaded_tensors = true;
     try {
         plan_consolidation(nvme, PlanOptions{});
@@ -247,7 +263,8 @@ TEST(PlanLayout, DuplicateNamesAndAliases) {
         plan_consolidation(meta, PlanOptions{});
         FAIL();
     } catch (const Error& error) {
-        EXPECT_NE(std::string(error.what()).find("tensor name 'a' appears twice"), std::string::npos);
+        EXPECT_NE(std::string(error.what()).find("tensor name 'a' appears twice"),
+                  std::string::npos);
     }
     CheckpointMeta tied = testing::synthetic_stage12(2, {{{"embed", {4, 2}}, {"b", {2}}}});
     tied.model.shared_params = std::vector<std::pair<std::string, std::string>>{

@@ -45,7 +45,8 @@ TEST(PlanScale, Llama405bShapedPlanAtWorldSize512) {
     ConsolidationPlan plan = plan_consolidation(meta, PlanOptions{});
     ASSERT_EQ(plan.plan.tensors.size(), 1137u);
     std::uint64_t total = 0;
-    for (const auto& tensor : plan.plan.tensors) total += tensor.numel();
+    for (const auto& tensor : plan.plan.tensors)
+        total += tensor.numel();
     EXPECT_GT(total, 405000000000ULL);
     EXPECT_EQ(plan.plan.tensors.back().extents.size(), 512u);
 }

@@ -1,8 +1,8 @@
 #include "container/torch_file.hpp"
 
-#include <gtest/gtest.h>
-
 #include <functional>
+
+#include <gtest/gtest.h>
 
 #include "support/expected_state.hpp"
 #include "support/test_files.hpp"
@@ -24,16 +24,21 @@ const Value& at(const Value& value, const std::string& key) {
     return *dict->find(key);
 }
 
-void for_each_tensor(const Value& value, const std::function<void(const Tensor&)>& visit, int depth = 0) {
-    if (depth > 30) return;
+void for_each_tensor(const Value& value, const std::function<void(const Tensor&)>& visit,
+                     int depth = 0) {
+    if (depth > 30)
+        return;
     if (const Tensor* tensor = value.get<Tensor>()) {
         visit(*tensor);
     } else if (const Dict* dict = value.get<Dict>()) {
-        for (const auto& [k, v] : dict->items) for_each_tensor(v, visit, depth + 1);
+        for (const auto& [k, v] : dict->items)
+            for_each_tensor(v, visit, depth + 1);
     } else if (const auto* list = value.get<List>()) {
-        for (const auto& v : list->items) for_each_tensor(v, visit, depth + 1);
+        for (const auto& v : list->items)
+            for_each_tensor(v, visit, depth + 1);
     } else if (const auto* tuple = value.get<pickle::Tuple>()) {
-        for (const auto& v : tuple->items) for_each_tensor(v, visit, depth + 1);
+        for (const auto& v : tuple->items)
+            for_each_tensor(v, visit, depth + 1);
     }
 }
 
@@ -55,10 +60,14 @@ TEST(TorchFile, EveryTensorOfEveryFixtureLocates) {
 // parameters in param_shapes order.
 void check_world_size_one(const std::string& fixture, const std::string& groups_key,
                           const std::string& optim_name, const std::string& model_name) {
-    auto expected = testing::read_expected_state_dict(testing::fixture_path(fixture + "/expected.pt"));
-    TorchFile model = TorchFile::open(testing::fixture_path(fixture + "/global_step2/" + model_name));
-    TorchFile optim = TorchFile::open(testing::fixture_path(fixture + "/global_step2/" + optim_name));
-    const auto& groups = at(at(optim.root(), "optimizer_state_dict"), groups_key).get<List>()->items;
+    auto expected =
+        testing::read_expected_state_dict(testing::fixture_path(fixture + "/expected.pt"));
+    TorchFile model =
+        TorchFile::open(testing::fixture_path(fixture + "/global_step2/" + model_name));
+    TorchFile optim =
+        TorchFile::open(testing::fixture_path(fixture + "/global_step2/" + optim_name));
+    const auto& groups =
+        at(at(optim.root(), "optimizer_state_dict"), groups_key).get<List>()->items;
     const auto& shapes = at(model.root(), "param_shapes").get<List>()->items;
     ASSERT_EQ(groups.size(), shapes.size());
     for (std::size_t g = 0; g < groups.size(); ++g) {
@@ -82,7 +91,8 @@ TEST(TorchFile, Stage2WorldSizeOnePartitionsEqualExpected) {
 }
 
 TEST(TorchFile, Stage3WorldSizeOnePartitionsEqualExpected) {
-    check_world_size_one("z3_ws1_fp32", "fp32_flat_groups", "zero_pp_rank_0_mp_rank_00_optim_states.pt",
+    check_world_size_one("z3_ws1_fp32", "fp32_flat_groups",
+                         "zero_pp_rank_0_mp_rank_00_optim_states.pt",
                          "zero_pp_rank_0_mp_rank_00_model_states.pt");
 }
 
@@ -109,8 +119,8 @@ TEST(TorchFile, BuffersAndFrozenFragmentsEqualExpected) {
     }
     // Buffers (float and int64) live in `module`, whole, in their own dtype.
     {
-        auto expected =
-            testing::read_expected_state_dict(testing::fixture_path("z3_ws2_tied_fp32/expected.pt"));
+        auto expected = testing::read_expected_state_dict(
+            testing::fixture_path("z3_ws2_tied_fp32/expected.pt"));
         TorchFile model = TorchFile::open(testing::fixture_path(
             "z3_ws2_tied_fp32/global_step2/zero_pp_rank_0_mp_rank_00_model_states.pt"));
         const auto* names = at(model.root(), "buffer_names").get<List>();
@@ -134,7 +144,9 @@ TEST(TorchFile, Stage12PartitionsAreViewsSizedByTheTensorNotTheRecord) {
     TorchFile optim = TorchFile::open(testing::fixture_path(
         "z2_ws2_fp32/global_step2/zero_pp_rank_1_mp_rank_00_optim_states.pt"));
     const auto& groups =
-        at(at(optim.root(), "optimizer_state_dict"), "single_partition_of_fp32_groups").get<List>()->items;
+        at(at(optim.root(), "optimizer_state_dict"), "single_partition_of_fp32_groups")
+            .get<List>()
+            ->items;
     ASSERT_EQ(groups.size(), 1u);
     const Tensor& tensor = *groups[0].get<Tensor>();
     TensorBytes bytes = optim.locate(tensor, "partition");
@@ -146,7 +158,9 @@ TEST(TorchFile, LocateChecksTheViewAgainstItsRecord) {
     TorchFile optim = TorchFile::open(testing::fixture_path(
         "z2_ws2_fp32/global_step2/zero_pp_rank_0_mp_rank_00_optim_states.pt"));
     const auto& groups =
-        at(at(optim.root(), "optimizer_state_dict"), "single_partition_of_fp32_groups").get<List>()->items;
+        at(at(optim.root(), "optimizer_state_dict"), "single_partition_of_fp32_groups")
+            .get<List>()
+            ->items;
     Tensor tensor;  // a hand-made view of the same storage
     tensor.storage = groups[0].get<Tensor>()->storage;
     tensor.dtype = DType::kF32;
@@ -157,7 +171,8 @@ TEST(TorchFile, LocateChecksTheViewAgainstItsRecord) {
         optim.locate(tensor, "view");
         FAIL();
     } catch (const Error& error) {
-        EXPECT_NE(std::string(error.what()).find("runs past its"), std::string::npos) << error.what();
+        EXPECT_NE(std::string(error.what()).find("runs past its"), std::string::npos)
+            << error.what();
     }
     tensor.storage_offset = 0;
     tensor.shape = {2, 3};

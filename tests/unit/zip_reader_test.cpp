@@ -144,8 +144,8 @@ TEST(ZipReader, ReadRecordChecksCrc) {
     // A zero CRC means "not recorded" (torch.serialization.set_crc32_options(False)).
     entries[0].crc_override = 0;
     auto unrecorded = open_bytes(dir, build_zip(entries), "nocrc.pt");
-    EXPECT_NO_THROW(
-        unrecorded.archive.read_record(unrecorded.file, unrecorded.archive.require("data.pkl"), 64));
+    EXPECT_NO_THROW(unrecorded.archive.read_record(unrecorded.file,
+                                                   unrecorded.archive.require("data.pkl"), 64));
 }
 
 TEST(ZipReader, ReadRecordIsBoundedByTheCallersLimit) {
@@ -173,8 +173,9 @@ TEST(ZipReader, EntriesMustShareOneFolder) {
     TempDir dir;
     auto entries = sample_entries();
     entries[3].name = "other/version";
-    EXPECT_NE(open_error(dir, build_zip(entries)).find("is not under the archive folder 'archive/'"),
-              std::string::npos);
+    EXPECT_NE(
+        open_error(dir, build_zip(entries)).find("is not under the archive folder 'archive/'"),
+        std::string::npos);
     auto flat = sample_entries();
     flat[0].name = "data.pkl";
     EXPECT_NE(open_error(dir, build_zip(flat)).find("not inside an archive folder"),
@@ -209,9 +210,11 @@ TEST(ZipReader, ByteOrder) {
 TEST(ZipReader, RefusesNonZipFilesClearly) {
     TempDir dir;
     EXPECT_NE(open_error(dir, {}).find("file is empty"), std::string::npos);
-    EXPECT_NE(open_error(dir, bytes_of("hello world, certainly not a zip")).find("not a torch.save file"),
-              std::string::npos);
-    auto legacy = bytes_of(std::string("\x80\x02\x8a\x0a\x6c\xfc\x9c\x46\xf9\x20\x6a\xa8\x50\x19.", 15));
+    EXPECT_NE(
+        open_error(dir, bytes_of("hello world, certainly not a zip")).find("not a torch.save file"),
+        std::string::npos);
+    auto legacy =
+        bytes_of(std::string("\x80\x02\x8a\x0a\x6c\xfc\x9c\x46\xf9\x20\x6a\xa8\x50\x19.", 15));
     legacy.resize(200, std::byte{0});
     std::string message = open_error(dir, legacy);
     EXPECT_NE(message.find("legacy (non-zip)"), std::string::npos) << message;
@@ -221,7 +224,8 @@ TEST(ZipReader, RefusesNonZipFilesClearly) {
 
 TEST(ZipReader, SniffRecognisesTar) {
     std::vector<std::byte> tar(512, std::byte{0});
-    for (std::size_t i = 0; i < 5; ++i) tar[257 + i] = static_cast<std::byte>("ustar"[i]);
+    for (std::size_t i = 0; i < 5; ++i)
+        tar[257 + i] = static_cast<std::byte>("ustar"[i]);
     EXPECT_EQ(sniff_torch_file(tar), TorchFileKind::kLegacyTar);
 }
 
@@ -229,8 +233,9 @@ TEST(ZipReader, EveryTruncationIsACleanError) {
     TempDir dir;
     auto whole = testing::read_file_bytes(testing::fixture_path(
         "z3_ws2_fp32_torch2/global_step2/zero_pp_rank_0_mp_rank_00_optim_states.pt"));
-    for (std::size_t cut = 0; cut < whole.size(); cut += cut > whole.size() - 700 ? 1u : 61u) {
-        std::vector<std::byte> part(whole.begin(), whole.begin() + static_cast<std::ptrdiff_t>(cut));
+    for (std::size_t cut = 0; cut<whole.size(); cut += cut> whole.size() - 700 ? 1u : 61u) {
+        std::vector<std::byte> part(whole.begin(),
+                                    whole.begin() + static_cast<std::ptrdiff_t>(cut));
         std::string path = dir.file("cut.pt");
         testing::write_file_bytes(path, part);
         try {
@@ -238,7 +243,8 @@ TEST(ZipReader, EveryTruncationIsACleanError) {
             TorchArchive archive = TorchArchive::open(file);
             // If the directory survived, reading data.pkl must still be checked.
             archive.read_record(file, archive.require("data.pkl"), 1 << 20);
-            for (const auto& record : archive.records()) archive.data_offset(file, record);
+            for (const auto& record : archive.records())
+                archive.data_offset(file, record);
             FAIL() << "truncation at " << cut << " was not detected";
         } catch (const Error& error) {
             EXPECT_NE(std::string(error.what()).find("cut.pt"), std::string::npos) << error.what();
@@ -260,7 +266,8 @@ TEST(ZipReader, CorruptDirectoryFieldsAreCleanErrors) {
             io::File file = io::File::open_read(dir.file("flip.pt"));
             TorchArchive archive = TorchArchive::open(file);
             for (const auto& record : archive.records()) {
-                if (record.size < (1u << 20)) archive.read_record(file, record, 1u << 20);
+                if (record.size < (1u << 20))
+                    archive.read_record(file, record, 1u << 20);
             }
         } catch (const Error&) {
             ++flagged;
