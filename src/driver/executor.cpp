@@ -54,10 +54,18 @@ void execute_tasks(const ExecuteContext& context, io::InputFiles& inputs,
                    const io::CopyOptions& copy, ExecuteReport& report) {
     io::ExtentCopier copier(inputs, copy);
     const Ownership& ownership = *context.ownership;
+    // Smallest tasks first: if the run is interrupted (time limit, full disk), the most files
+    // are complete and --resume has the least left to do.
+    std::vector<const WriteTask*> mine;
     for (const WriteTask& task : ownership.tasks) {
-        if (static_cast<int>(task.rank) != context.rank || (*context.skip)[task.file]) {
-            continue;
+        if (static_cast<int>(task.rank) == context.rank && !(*context.skip)[task.file]) {
+            mine.push_back(&task);
         }
+    }
+    std::stable_sort(mine.begin(), mine.end(),
+                     [](const WriteTask* a, const WriteTask* b) { return a->bytes < b->bytes; });
+    for (const WriteTask* task_pointer : mine) {
+        const WriteTask& task = *task_pointer;
         const OutputFileLayout& layout = (*context.layouts)[task.file];
         const std::string temp = temp_path(context.output_dir, layout.name);
         io::File file = io::File::open_write(temp);

@@ -21,6 +21,10 @@ void install_signal_handlers() {
     action.sa_flags = 0;  // no SA_RESTART: a blocking call returns EINTR and the loop re-checks
     ::sigaction(SIGTERM, &action, nullptr);
     ::sigaction(SIGINT, &action, nullptr);
+    ignore_file_size_signal();
+}
+
+void ignore_file_size_signal() {
     ::signal(SIGXFSZ, SIG_IGN);
 }
 

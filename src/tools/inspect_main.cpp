@@ -1,9 +1,11 @@
-// zero2fp32-inspect: shows what is inside a torch.save file without loading its tensors.
+// zero2fp32-inspect: shows what is inside a torch.save file (or a safetensors file) without
+// loading its tensors.
 //
 // Prints the zip record table (name, data offset, size, method, CRC) and the pickle as an
 // indented tree in which every tensor is shown as dtype / shape / strides / storage record /
 // element offset, plus the absolute file offset of its first byte. Reads the zip directory and
 // data.pkl only, so it is instant on a multi-GB optimizer file.
+#include <array>
 #include <cstdio>
 #include <iomanip>
 #include <iostream>
@@ -13,6 +15,8 @@
 #include <boost/program_options.hpp>
 
 #include "container/torch_file.hpp"
+#include "io/posix_file.hpp"
+#include "output/safetensors_reader.hpp"
 #include "pickle/printer.hpp"
 #include "zero2fp32/error.hpp"
 #include "zero2fp32/version.hpp"
@@ -45,10 +49,46 @@ void print_records(const z2f::TorchFile& torch_file) {
     }
 }
 
+bool looks_like_safetensors(const std::string& path) {
+    z2f::io::File file = z2f::io::File::open_read(path);
+    std::array<std::byte, 9> head{};
+    return file.read_at_most(0, head) == head.size() && head[8] == std::byte{'{'};
+}
+
+// The header of a safetensors file: metadata and one line per tensor.
+void print_safetensors(const std::string& path) {
+    z2f::io::File file = z2f::io::File::open_read(path);
+    std::uint64_t size = file.size();
+    std::array<std::byte, 8> prefix{};
+    file.read_exact(0, prefix);
+    std::uint64_t length = z2f::safetensors_header_length(prefix, size, path);
+    std::vector<std::byte> head(static_cast<std::size_t>(8 + length));
+    file.read_exact(0, head);
+    z2f::SafetensorsHeader header = z2f::parse_safetensors_header(head, size, path);
+    std::cout << "file: " << path << " (" << size << " bytes, safetensors, header " << length
+              << " bytes)\n";
+    for (const auto& [key, value] : header.metadata) {
+        std::cout << "metadata: " << key << " = " << value << "\n";
+    }
+    std::cout << "tensors: " << header.tensors.size() << "\n";
+    for (const auto& tensor : header.tensors) {
+        std::string shape = "[";
+        for (std::size_t i = 0; i < tensor.shape.size(); ++i) {
+            shape += (i == 0 ? "" : ", ") + std::to_string(tensor.shape[i]);
+        }
+        shape += "]";
+        std::cout << "  " << std::left << std::setw(48) << tensor.name << std::setw(6)
+                  << z2f::safetensors_name(tensor.dtype) << std::setw(20) << shape << std::right
+                  << " @ " << header.data_offset + tensor.begin << ", " << tensor.end - tensor.begin
+                  << " bytes\n";
+    }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
-    po::options_description visible("Usage: zero2fp32-inspect FILE.pt [options]\n\nOptions");
+    po::options_description visible(
+        "Usage: zero2fp32-inspect FILE (.pt, .bin or .safetensors) [options]\n\nOptions");
     visible.add_options()("help,h", "show this help")("version", "print the version")(
         "records-only", "print only the zip record table")("pickle-only",
                                                            "print only the pickle tree")(
@@ -85,6 +125,10 @@ int main(int argc, char** argv) {
     }
     const auto path = vm["file"].as<std::string>();
     try {
+        if (looks_like_safetensors(path)) {
+            print_safetensors(path);
+            return 0;
+        }
         z2f::TorchFile torch_file = z2f::TorchFile::open(path);
         std::cout << "file: " << path << " (" << torch_file.archive().file_size() << " bytes)\n";
         if (vm.count("pickle-only") == 0) {
