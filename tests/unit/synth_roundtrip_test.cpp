@@ -178,6 +178,15 @@ TEST(SynthRoundTrip, Fp16OneGroupAndFrozenCount) {
     }
 }
 
+TEST(SynthRoundTrip, FrozenTiedOwner) {
+    // lm_head aliases a frozen embedding: the alias follows its owner into the frozen tensors.
+    for (int stage : {2, 3}) {
+        SynthOptions options = with_extras(small_options(stage, 2, DType::kBF16));
+        options.model.frozen = "embed_tokens";
+        expect_consolidates_exactly(options);
+    }
+}
+
 TEST(SynthRoundTrip, Stage3SubGroupsTorch2AndZeroStageByValue) {
     SynthOptions options = with_extras(small_options(3, 5, DType::kBF16));
     options.sub_group_size = 150;  // many sub-groups per param group
