@@ -2,8 +2,9 @@
 
 #include <algorithm>
 #include <cmath>
-#include <regex>
+#include <cstdint>
 
+#include "synth/name_pattern.hpp"
 #include "zero2fp32/error.hpp"
 
 namespace z2f::synth {
@@ -192,22 +193,20 @@ ModelSpec build_model(const LlamaShape& shape, const ModelOptions& options) {
     // Frozen parameters.
     if (!options.frozen.empty()) {
         if (all_digits(options.frozen)) {
-            std::uint64_t count = std::stoull(options.frozen);
+            // More digits than a uint64 holds still means "every parameter".
+            std::uint64_t count =
+                options.frozen.size() > 18 ? UINT64_MAX : std::stoull(options.frozen);
             for (std::size_t i = 0; i < spec.params.size() && i < count; ++i) {
                 spec.params[i].trainable = false;
             }
         } else {
-            std::regex pattern;
-            try {
-                pattern = std::regex(options.frozen);
-            } catch (const std::regex_error& error) {
-                throw_usage_error("--frozen: invalid regular expression '" + options.frozen +
-                                  "': " + error.what());
-            }
-            for (ModelParam& param : spec.params) {
-                if (std::regex_search(param.name, pattern)) {
-                    param.trainable = false;
-                }
+            std::vector<std::string> names;
+            for (const ModelParam& param : spec.params)
+                names.push_back(param.name);
+            std::vector<bool> frozen = search_names(options.frozen, names, "--frozen");
+            for (std::size_t i = 0; i < spec.params.size(); ++i) {
+                if (frozen[i])
+                    spec.params[i].trainable = false;
             }
         }
     }
