@@ -1,5 +1,6 @@
 // The synthetic checkpoint generator's pure parts: the value function, the Llama shapes and the
 // partition layouts of deepspeed-format.md §5.
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <set>
@@ -101,7 +102,8 @@ TEST(SynthRecordContent, SegmentsProduceAnyRange) {
         for (std::uint64_t end = start; end <= 24; ++end) {
             std::vector<std::byte> part((end - start) * 4);
             content.produce(start * 4, part);
-            ASSERT_EQ(0, std::memcmp(part.data(), whole.data() + start * 4, part.size()));
+            ASSERT_TRUE(std::equal(part.begin(), part.end(),
+                                   whole.begin() + static_cast<std::ptrdiff_t>(start * 4)));
         }
     }
     auto at = [&](std::size_t k) {

@@ -15,9 +15,18 @@
 namespace z2f::synth {
 namespace {
 
+// Sanitized builds pay ~20x for the millions of small allocations of 1024 pickles: they keep
+// the 405B widths and W=512 but not all 126 layers.
+#if defined(__SANITIZE_ADDRESS__)
+constexpr std::uint64_t kLayers = 16;
+#else
+constexpr std::uint64_t kLayers = 126;
+#endif
+
 void expect_405b_plans(int stage) {
     SynthOptions options;
     options.shape = *llama_preset("405b");
+    options.shape.layers = kLayers;
     options.stage = stage;
     options.world = 512;
     options.sparse_moments = true;
@@ -48,14 +57,14 @@ void expect_405b_plans(int stage) {
         ASSERT_EQ(bytes, tensor.source_bytes()) << tensor.name;
     }
     EXPECT_EQ(numel, parameter_count(options.shape, false));
-    // The apparent size is terabytes; the blocks are the pickles and headers.
+    // The apparent size is hundreds of GB to TB; the blocks are the pickles and headers.
     std::uint64_t apparent = 0;
     std::uint64_t allocated = 0;
     for (const InputFile& input : plan.inputs) {
         apparent += input.size;
         allocated += io::allocated_bytes(input.path);
     }
-    EXPECT_GT(apparent, std::uint64_t{1} << 40);
+    EXPECT_GT(apparent, std::uint64_t{1} << 38);
     EXPECT_LT(allocated, std::uint64_t{1} << 30);
 }
 
