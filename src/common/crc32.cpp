@@ -34,4 +34,27 @@ std::uint32_t crc32_join(std::uint32_t crc_a, std::uint32_t crc_b, std::uint64_t
     return static_cast<std::uint32_t>(::crc32_combine(crc_a, crc_b, static_cast<z_off_t>(len_b)));
 }
 
+std::uint32_t crc32_of_zeros(std::uint64_t length) noexcept {
+    // Zeros commute, so the run is built from the binary digits of `length` in any order:
+    // run_crc is the CRC of 2^k zero bytes, doubled at each step.
+    static constexpr std::size_t kBlock = 4096;
+    static const std::byte zeros[kBlock] = {};
+    std::uint64_t blocks = length / kBlock;
+    std::uint64_t rest = length % kBlock;
+    std::uint32_t crc = crc32_of(std::span<const std::byte>(zeros, static_cast<std::size_t>(rest)));
+    std::uint32_t run_crc = crc32_of(zeros);
+    std::uint64_t run_length = kBlock;
+    while (blocks != 0) {
+        if ((blocks & 1u) != 0) {
+            crc = crc32_join(crc, run_crc, run_length);
+        }
+        blocks >>= 1;
+        if (blocks != 0) {
+            run_crc = crc32_join(run_crc, run_crc, run_length);
+            run_length *= 2;
+        }
+    }
+    return crc;
+}
+
 }  // namespace z2f

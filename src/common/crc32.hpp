@@ -24,4 +24,8 @@ std::uint32_t crc32_update(std::uint32_t crc, std::span<const std::byte> data) n
 // CRC of the concatenation A ++ B from crc(A), crc(B) and the length of B. O(log len_b).
 std::uint32_t crc32_join(std::uint32_t crc_a, std::uint32_t crc_b, std::uint64_t len_b) noexcept;
 
+// CRC of `length` zero bytes without touching them: O(log length) joins of doubling zero runs.
+// Records left as holes in sparse files (zero bytes never written) need their CRC all the same.
+std::uint32_t crc32_of_zeros(std::uint64_t length) noexcept;
+
 }  // namespace z2f

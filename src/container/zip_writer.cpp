@@ -250,6 +250,13 @@ void TorchZipWriter::add_record_from(std::string_view name, std::uint64_t size,
     end_record(placement, crc);
 }
 
+void TorchZipWriter::add_zero_record(std::string_view name, std::uint64_t size) {
+    // Nothing is written between the header and the descriptor: writing the descriptor past
+    // the gap extends the file and leaves the gap unallocated.
+    RecordPlacement placement = begin_record(name, size);
+    end_record(placement, crc32_of_zeros(size));
+}
+
 void TorchZipWriter::finish() {
     if (finished_) {
         return;

@@ -153,6 +153,10 @@ class TorchZipWriter {
     // `name` is relative to the archive folder ("data.pkl", "data/0", ...).
     void add_record(std::string_view name, std::span<const std::byte> data);
     void add_record_from(std::string_view name, std::uint64_t size, const ChunkProducer& produce);
+    // A record of `size` zero bytes that are never written: the data region stays a hole of
+    // the file (no blocks allocated on file systems with sparse files), and reads as zeros.
+    // The CRC is that of the zeros. For synthetic checkpoints of sizes no disk could hold.
+    void add_zero_record(std::string_view name, std::uint64_t size);
     // Writes the "version" record unless one was added (as torch's writeEndOfFile does), the
     // central directory and the end records, then closes the file.
     void finish();

@@ -354,6 +354,15 @@ std::uint64_t file_size(const std::string& path) {
     return static_cast<std::uint64_t>(st.st_size);
 }
 
+std::uint64_t allocated_bytes(const std::string& path) {
+    struct stat st {};
+    if (::stat(path.c_str(), &st) != 0) {
+        throw_io_error("cannot stat", path, errno);
+    }
+    // POSIX counts st_blocks in 512-byte units whatever the file system's block size.
+    return static_cast<std::uint64_t>(st.st_blocks) * 512u;
+}
+
 bool is_writable_directory(const std::string& path) {
     return is_directory(path) && ::access(path.c_str(), W_OK | X_OK) == 0;
 }

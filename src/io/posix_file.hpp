@@ -96,6 +96,9 @@ void sync_directory(const std::string& path);
 std::uint64_t free_bytes(const std::string& path);
 // Size of a file (stat), or throws.
 std::uint64_t file_size(const std::string& path);
+// Bytes of storage the file occupies (stat's st_blocks x 512): below file_size() for sparse
+// files with holes, at or above it otherwise.
+std::uint64_t allocated_bytes(const std::string& path);
 // Whether the current process may create files in the directory.
 bool is_writable_directory(const std::string& path);
 // Canonical absolute path (realpath); throws when it does not exist.

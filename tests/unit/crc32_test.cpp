@@ -42,5 +42,13 @@ TEST(Crc32, JoinOfZeroBlocksMatchesDirectCrc) {
     EXPECT_EQ(block, crc32_of(zeros));
 }
 
+TEST(Crc32, OfZerosMatchesDirectCrc) {
+    std::vector<std::byte> zeros(3 * 4096 * 5 + 777);
+    for (std::size_t length : {std::size_t{0}, std::size_t{1}, std::size_t{4095}, std::size_t{4096},
+                               std::size_t{4097}, std::size_t{3 * 4096}, zeros.size()}) {
+        EXPECT_EQ(crc32_of_zeros(length), crc32_of(std::span(zeros).first(length))) << length;
+    }
+}
+
 }  // namespace
 }  // namespace z2f

@@ -263,6 +263,28 @@ TEST(TorchZipWriter, StreamsRecordsAndAddsVersion) {
     EXPECT_EQ(info.records[2].crc, crc32_of(whole));
 }
 
+TEST(TorchZipWriter, ZeroRecordsAreHolesWithTheCrcOfZeros) {
+    ScratchDir scratch;
+    std::string path = scratch.path("sparse.bin");
+    const std::uint64_t hole = std::uint64_t{64} << 20;
+    {
+        TorchZipWriter writer(path);
+        writer.add_record("data.pkl", bytes_of("pickle"));
+        writer.add_zero_record("data/0", hole);
+        writer.add_record("data/1", bytes_of("tail"));
+        writer.finish();
+    }
+    std::vector<std::byte> file = read_file(path);
+    auto source = test::bytes_source(file);
+    test::ZipArchiveInfo info = test::inspect_zip(source, file.size());
+    test::check_crcs(source, info);
+    ASSERT_EQ(info.records.size(), 4u);
+    EXPECT_EQ(info.records[1].size, hole);
+    EXPECT_EQ(info.records[1].crc, crc32_of_zeros(hole));
+    // The data region was never written: far fewer blocks than bytes.
+    EXPECT_LT(io::allocated_bytes(path), hole / 8);
+}
+
 TEST(TorchZipWriter, KeepsAnExplicitVersionRecord) {
     ScratchDir scratch;
     std::string path = scratch.path("explicit.bin");

@@ -1,0 +1,57 @@
+# zero2fp32-synth from the command line: every preset at small depth (all data as holes), the
+# files readable by zero2fp32-inspect, usage errors exit 2, a foreign checkpoint in the way
+# exits 1. Run with cmake -P and -DSYNTH=<zero2fp32-synth> -DINSPECT=<zero2fp32-inspect>
+# -DWORK=<scratch folder>.
+function(run expected_rc)
+    execute_process(COMMAND ${ARGN} RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+    if(NOT rc EQUAL expected_rc)
+        message(FATAL_ERROR "${ARGN}\nexited ${rc}, expected ${expected_rc}\n${out}\n${err}")
+    endif()
+    set(last_output "${out}${err}" PARENT_SCOPE)
+endfunction()
+
+file(REMOVE_RECURSE "${WORK}")
+# Stages alternate over the presets: each process start costs an MPI_Init.
+foreach(preset_stage tiny:3 1b:2 8b:3 70b:2 405b:3 tiny:2)
+    string(REPLACE ":" ";" parts "${preset_stage}")
+    list(GET parts 0 preset)
+    list(GET parts 1 stage)
+    set(out "${WORK}/${preset}_${stage}")
+    run(0 "${SYNTH}" --preset ${preset} --layers 1 --stage ${stage} -w 16 --sparse-masters
+        --buffers --tied --frozen 2 --quiet "${out}")
+    file(READ "${out}/latest" tag)
+    if(NOT tag STREQUAL "global_step2")
+        message(FATAL_ERROR "latest holds '${tag}'")
+    endif()
+    file(GLOB files "${out}/global_step2/*.pt")
+    list(LENGTH files count)
+    if(stage EQUAL 2)
+        set(expected 17)
+        set(model mp_rank_00_model_states.pt)
+    else()
+        set(expected 32)
+        set(model zero_pp_rank_15_mp_rank_00_model_states.pt)
+    endif()
+    if(NOT count EQUAL expected)
+        message(FATAL_ERROR "${preset} stage ${stage}: ${count} files, expected ${expected}")
+    endif()
+    run(0 "${INSPECT}" --max-lines 50 "${out}/global_step2/${model}")
+    run(0 "${INSPECT}" --max-lines 50
+        "${out}/global_step2/bf16_zero_pp_rank_15_mp_rank_00_optim_states.pt")
+    file(REMOVE_RECURSE "${out}")
+endforeach()
+
+run(0 "${SYNTH}" --help)
+run(2 "${SYNTH}" --preset 13b "${WORK}/x")
+run(2 "${SYNTH}" --stage 1 "${WORK}/x")
+run(2 "${SYNTH}" --world-size 1025 "${WORK}/x")
+run(2 "${SYNTH}" --dtype int8 "${WORK}/x")
+run(2 "${SYNTH}" --frozen ".*" "${WORK}/x")
+run(2 "${SYNTH}")
+# A smaller world over a bigger one's folder would leave stale ranks behind.
+run(0 "${SYNTH}" -w 3 --quiet "${WORK}/y")
+run(1 "${SYNTH}" -w 2 --quiet "${WORK}/y")
+if(NOT last_output MATCHES "another checkpoint")
+    message(FATAL_ERROR "unexpected message: ${last_output}")
+endif()
+file(REMOVE_RECURSE "${WORK}")
