@@ -1,0 +1,121 @@
+#!/usr/bin/env bash
+# Signals and changing inputs in the middle of a conversion, on a synthetic checkpoint big enough
+# to be caught mid-run: SIGTERM (Slurm's time limit, scancel) must end with exit 3, no temp file
+# and no index, and --resume must then complete with the bytes of an uninterrupted run; a rank
+# killed with SIGKILL must leave no partial file under a final name; an input that shrinks under
+# the reader (pread and mmap) is a clear error, never a crash; W = 1,024 rank files convert under
+# a descriptor limit far below 2,048.
+source "$(dirname "$0")/lib.sh"
+
+CKPT="$WORK/ckpt"
+"$Z2F_SYNTH" --preset tiny --hidden 1024 --layers 4 --stage 3 --world-size 4 --no-moments -q "$CKPT" \
+    || { echo "cannot generate the checkpoint"; exit 1; }
+# Slow on purpose (small buffer, bf16 conversion, small shards) so that signals land mid-run.
+ARGS=(--buffer-size 64KiB --dtype bf16 --max-shard-size 8MB --progress never)
+
+run_mpi 2 "$CKPT" "$WORK/reference" "${ARGS[@]}" -q
+expect_rc 0
+shards=$(ls "$WORK/reference" | grep -c '^model-')
+echo "reference: $shards shards"
+
+# Starts a conversion in the background; sets PID (mpiexec) and waits for the first final shard.
+start_and_wait_for_first_shard() {
+    local ranks=$1 out=$2
+    shift 2
+    # shellcheck disable=SC2086
+    "$Z2F_MPIEXEC" -n "$ranks" $Z2F_MPIEXEC_FLAGS "$Z2F_BIN" "$CKPT" "$out" "${ARGS[@]}" "$@" \
+        >"$WORK/out.txt" 2>"$WORK/err.txt" &
+    PID=$!
+    for _ in $(seq 1 3000); do
+        compgen -G "$out/model-*-of-*.safetensors" >/dev/null && return 0
+        kill -0 "$PID" 2>/dev/null || return 1
+        sleep 0.01
+    done
+    return 1
+}
+
+rank_pids() { pgrep -f -- "$Z2F_BIN $CKPT" | grep -v "^$PID$"; }
+
+case_start "SIGTERM mid-run: exit 3, temp files removed, no index; --resume completes identically"
+out="$WORK/term"
+if start_and_wait_for_first_shard 2 "$out"; then
+    # Slurm signals every task of the step; do the same.
+    kill -TERM $(rank_pids) 2>/dev/null
+    wait "$PID"
+    RC=$?
+    expect_rc 3
+    expect_stderr "interrupted by SIGTERM"
+    expect_no_temp_files "$out"
+    expect_no_file "$out/model.safetensors.index.json"
+    complete=$(ls "$out" | grep -c '^model-')
+    [[ $complete -ge 1 && $complete -lt $shards ]] || fail "$complete of $shards shards complete after SIGTERM"
+    for file in "$out"/model-*.safetensors; do
+        cmp -s "$file" "$WORK/reference/$(basename "$file")" || fail "$(basename "$file") is not complete"
+    done
+    run_mpi 3 "$CKPT" "$out" "${ARGS[@]}" --resume
+    expect_rc 0
+    diff -r "$WORK/reference" "$out" >/dev/null || fail "resumed output differs from an uninterrupted run"
+else
+    wait "$PID"
+    fail "the conversion ended before it could be signalled"
+fi
+
+case_start "SIGKILL of one rank: the launcher ends the job, no partial final-named file; --resume completes"
+out="$WORK/kill"
+if start_and_wait_for_first_shard 3 "$out"; then
+    kill -KILL $(rank_pids | head -1) 2>/dev/null
+    wait "$PID"
+    RC=$?
+    [[ $RC -ne 0 ]] || fail "the job exited 0 after a rank was killed"
+    for file in "$out"/model-*.safetensors; do
+        cmp -s "$file" "$WORK/reference/$(basename "$file")" || fail "$(basename "$file") is partial under its final name"
+    done
+    expect_no_file "$out/model.safetensors.index.json"
+    run_mpi 2 "$CKPT" "$out" "${ARGS[@]}" --resume
+    expect_rc 0
+    diff -r "$WORK/reference" "$out" >/dev/null || fail "resumed output differs from an uninterrupted run"
+    expect_no_temp_files "$out"
+else
+    wait "$PID"
+    fail "the conversion ended before a rank could be killed"
+fi
+
+for io in pread mmap; do
+    case_start "an input file shrinks during the run ($io): a clean error"
+    cp -r "$CKPT" "$WORK/shrink_$io"
+    victim=$(compgen -G "$WORK/shrink_$io/global_step2/*zero_pp_rank_3_mp_rank_00_optim_states.pt")
+    [[ -f "$victim" ]] || { fail "no rank-3 optimizer file in the synthetic checkpoint"; continue; }
+    out="$WORK/shrunk_$io"
+    saved=$CKPT
+    CKPT="$WORK/shrink_$io"
+    if start_and_wait_for_first_shard 2 "$out" --io "$io"; then
+        truncate -s $(( $(stat -c %s "$victim") / 3 )) "$victim"
+        wait "$PID"
+        RC=$?
+        expect_rc 1
+        grep -q -E "zero_pp_rank_3_mp_rank_00_optim_states.pt: (file is truncated|shrank while being read|changed during the conversion)" \
+            "$WORK/err.txt" || { fail "no clear error naming the shrunk file:"; sed 's/^/    /' "$WORK/err.txt" | head; }
+        expect_no_temp_files "$out"
+        expect_no_file "$out/model.safetensors.index.json"
+    else
+        wait "$PID"
+        fail "the conversion ended before the input could be truncated"
+    fi
+    CKPT=$saved
+done
+
+case_start "W = 1,024: 2,048 input files under a 200-descriptor limit"
+"$Z2F_SYNTH" --preset tiny --layers 2 --stage 3 --world-size 1024 --no-moments -q "$WORK/w1024" \
+    || fail "cannot generate the W=1024 checkpoint"
+for ranks in 1 3; do
+    # shellcheck disable=SC2086
+    (ulimit -n 200; exec "$Z2F_MPIEXEC" -n "$ranks" $Z2F_MPIEXEC_FLAGS "$Z2F_BIN" "$WORK/w1024" "$WORK/w1024_out$ranks" \
+        --verify --summary-json "$WORK/w1024_$ranks.json" -q) >"$WORK/out.txt" 2>"$WORK/err.txt"
+    RC=$?
+    expect_rc 0
+    peak=$(grep -o '"peak_open_inputs": [0-9]*' "$WORK/w1024_$ranks.json" | grep -o '[0-9]*$')
+    [[ -n "$peak" && $peak -le 100 ]] || fail "peak open inputs $peak at $ranks rank(s)"
+    echo "  $ranks rank(s): at most $peak input files open at once"
+done
+
+finish
