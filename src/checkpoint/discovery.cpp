@@ -251,7 +251,7 @@ CheckpointFiles discover_checkpoint(const std::string& checkpoint_dir, const std
                 break;
         }
         if (!io::is_regular_file(path)) {
-            throw_input_error(path, "is not a regular file");
+            throw_input_error(path, io::why_not_regular_file(path));
         }
         if (parsed.mp_rank != 0) {
             throw_unsupported(path, "file of model-parallel rank " +

@@ -4,6 +4,7 @@
 #include <cerrno>
 #include <climits>
 #include <cstdlib>
+#include <cstring>
 #include <dirent.h>
 #include <fcntl.h>
 #include <memory>
@@ -274,6 +275,17 @@ bool is_directory(const std::string& path) {
 bool is_regular_file(const std::string& path) {
     struct stat st {};
     return ::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode);
+}
+
+std::string why_not_regular_file(const std::string& path) {
+    struct stat st {};
+    if (::stat(path.c_str(), &st) != 0) {
+        return std::string("cannot be opened: ") + std::strerror(errno);
+    }
+    if (S_ISDIR(st.st_mode)) {
+        return "is a directory, expected a file";
+    }
+    return "is not a regular file";
 }
 
 std::vector<std::string> list_directory(const std::string& path) {

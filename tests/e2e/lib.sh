@@ -35,7 +35,7 @@ run_mpi() {
     local ranks=$1
     shift
     # shellcheck disable=SC2086
-    "$Z2F_MPIEXEC" -n "$ranks" $Z2F_MPIEXEC_FLAGS "$Z2F_BIN" "$@" >"$WORK/out.txt" 2>"$WORK/err.txt"
+    "$Z2F_MPIEXEC" -n "$ranks" $Z2F_MPIEXEC_FLAGS "$Z2F_BIN" "$@" </dev/null >"$WORK/out.txt" 2>"$WORK/err.txt"
     RC=$?
 }
 
