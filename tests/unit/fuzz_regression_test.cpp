@@ -4,13 +4,17 @@
 // harnesses' own checks.
 #include <chrono>
 #include <cstddef>
+#include <functional>
 #include <string>
 #include <vector>
 
 #include <gtest/gtest.h>
 
+#include "checkpoint/states_reader.hpp"
+#include "container/torch_file.hpp"
 #include "pickle/machine.hpp"
 #include "support/test_files.hpp"
+#include "support/zip_builder.hpp"
 #include "zero2fp32/error.hpp"
 
 namespace z2f {
@@ -39,6 +43,41 @@ std::string pickle_error(std::span<const std::byte> bytes) {
 
 std::span<const std::byte> as_bytes(const std::string& text) {
     return std::as_bytes(std::span(text.data(), text.size()));
+}
+
+// The message of the input error `body` throws, or "" when it returns.
+std::string input_error(const std::function<void()>& body) {
+    try {
+        body();
+    } catch (const Error& error) {
+        EXPECT_EQ(error.kind(), ErrorKind::kInput);
+        return error.what();
+    }
+    return "";
+}
+
+// `pickle` as the data.pkl of a torch zip written in `dir`, as the interpreter harness wraps
+// its pickle inputs (these need no storage records).
+TorchFile open_wrapped(const testing::TempDir& dir, std::span<const std::byte> pickle) {
+    std::vector<testing::ZipBuilderEntry> entries = {
+        {"archive/data.pkl", std::vector<std::byte>(pickle.begin(), pickle.end()), 0, {}, 0, true},
+        {"archive/byteorder", testing::bytes_of("little"), 0, {}, 0, true},
+        {"archive/version", testing::bytes_of("3\n"), 0, {}, 0, true},
+    };
+    testing::write_file_bytes(dir.file("wrapped.pt"), testing::build_zip(entries));
+    return TorchFile::open(dir.file("wrapped.pt"));
+}
+
+// --- tiny pickle assembler -----------------------------------------------------------------
+std::string le32(std::uint32_t value) {
+    std::string out;
+    for (int i = 0; i < 4; ++i) {
+        out += static_cast<char>((value >> (8 * i)) & 0xFF);
+    }
+    return out;
+}
+std::string u(const std::string& text) {  // BINUNICODE
+    return "X" + le32(static_cast<std::uint32_t>(text.size())) + text;
 }
 
 // --- pickle: copies of memoised values (src/pickle/machine.cpp, Machine::charge_copy) -------
@@ -93,6 +132,78 @@ TEST(FuzzRegression, PickleSingleCopiesOfLargeValuesAreAccepted) {
     std::string pickle = "\x80\x02"s + "c__builtin__\nset\n" + "(N";
     pickle += std::string(items - 1, '2') + "l\x85R.";  // set([None] * items)
     EXPECT_EQ(pickle_error(as_bytes(pickle)), "");
+}
+
+// --- interpreter: a pickle graph walked as a tree (src/checkpoint/field.cpp, Field::charge) ---
+//
+// One memoised value referenced over and over (the same dict as every param_shapes group, the
+// same dict as every ds_zero_partition_groups entry) multiplied the interpreter's work: these
+// 25 and 56 KB pickles ran past the fuzzer's 10 s limit, on their way to gigabytes.
+
+TEST(FuzzRegression, InterpreterParamShapesOfOneSharedGroupAreBounded) {
+    testing::TempDir dir;
+    TorchFile file = open_wrapped(
+        dir, regression_bytes("checkpoint_interpreter", "param-shapes-shared-group.pkl"));
+    std::string message = input_error([&] { read_model_states(file, 0, ModelFileScope::kFull); });
+    EXPECT_NE(message.find("exceeds the interpretation budget"), std::string::npos) << message;
+    EXPECT_NE(message.find("param_shapes"), std::string::npos) << message;
+}
+
+TEST(FuzzRegression, InterpreterPartitionGroupsOfOneSharedDictAreBounded) {
+    testing::TempDir dir;
+    TorchFile file = open_wrapped(
+        dir, regression_bytes("checkpoint_interpreter", "partition-groups-shared-dict.pkl"));
+    std::string message = input_error([&] { read_optim_states(file, 0); });
+    EXPECT_NE(message.find("exceeds the interpretation budget"), std::string::npos) << message;
+    EXPECT_NE(message.find("ds_zero_partition_groups"), std::string::npos) << message;
+}
+
+// param_shapes = [G] * 100000, G a dict of 100000 entries: 10^10 shapes from a 0.5 MB pickle.
+TEST(FuzzRegression, InterpreterSharedValuesStayBoundedAtScale) {
+    const std::size_t entries = 100000;
+    const std::size_t groups = 100000;
+    std::string group = "}q\x01"s + u("w") + "q\x02K\x03\x85q\x03s(";
+    for (std::size_t i = 1; i < entries; ++i) {
+        group += "h\x02h\x03"s;
+    }
+    group += "u";
+    std::string pickle = "\x80\x02}q\x00("s + u("module") + "}" + u("param_shapes") + "(" + group +
+                         std::string(groups - 1, '2') + "lu.";
+    testing::TempDir dir;
+    TorchFile file = open_wrapped(dir, as_bytes(pickle));
+    auto start = std::chrono::steady_clock::now();
+    std::string message = input_error([&] { read_model_states(file, 0, ModelFileScope::kFull); });
+    EXPECT_NE(message.find("exceeds the interpretation budget"), std::string::npos) << message;
+    EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(20));
+}
+
+// An honest model-states pickle with 20000 parameters of 100-character names, each name also
+// fetched from the memo by shared_params (the way pickle shares a str object), stays far
+// inside the budget.
+TEST(FuzzRegression, InterpreterBudgetAcceptsLargeHonestPickles) {
+    const std::uint32_t params = 20000;
+    std::string shapes = "ccollections\nOrderedDict\n)R(";
+    std::string shared = "}(";
+    for (std::uint32_t i = 0; i < params; ++i) {
+        std::string name = "model.layers." + std::to_string(i) + ".";
+        name += std::string(100 - name.size(), 'w');
+        shapes += u(name) + "r" + le32(i) + "K\x07M\x00\x01\x86"s;  // name: (7, 256)
+        shared += "j" + le32(i) + "j" + le32(i);                    // name: name
+    }
+    shapes += "u";
+    shared += "u";
+    std::string pickle = "\x80\x02}("s + u("module") + "}" + u("buffer_names") + "]" +
+                         u("param_shapes") + "]" + shapes + "a" + u("shared_params") + shared +
+                         "u.";
+    testing::TempDir dir;
+    TorchFile file = open_wrapped(dir, as_bytes(pickle));
+    ModelStatesInfo info = read_model_states(file, 0, ModelFileScope::kFull);
+    ASSERT_TRUE(info.param_shapes.has_value());
+    ASSERT_EQ(info.param_shapes->size(), 1u);
+    EXPECT_EQ(info.param_shapes->front().size(), params);
+    EXPECT_EQ(info.param_shapes->front().back().shape, (std::vector<std::uint64_t>{7, 256}));
+    ASSERT_TRUE(info.shared_params.has_value());
+    EXPECT_EQ(info.shared_params->size(), params);
 }
 
 }  // namespace
