@@ -2,7 +2,6 @@
 // they broke: each must now end in a clean z2f::Error naming the problem. The same files live
 // in tests/fuzz/regressions/<target>/, where the fuzz_replay_* tests also run them through the
 // harnesses' own checks.
-#include <chrono>
 #include <cstddef>
 #include <functional>
 #include <string>
@@ -108,7 +107,8 @@ TEST(FuzzRegression, PickleStorageWithMemoisedLocationIsRefused) {
     EXPECT_NE(message.find("BINPERSID"), std::string::npos) << message;
 }
 
-// The same attack at a size where the old machine asked for about 150 GB: now a quick error.
+// The same attack at a size where the old machine asked for about 150 GB: now a quick error
+// (a regression shows as an out-of-memory abort).
 TEST(FuzzRegression, PickleCopiesOfMemoisedValuesStayLinearAtScale) {
     const std::size_t items = 500000;
     const std::size_t calls = 20000;
@@ -119,11 +119,9 @@ TEST(FuzzRegression, PickleCopiesOfMemoisedValuesStayLinearAtScale) {
         pickle += call;
     }
     pickle += "N.";
-    auto start = std::chrono::steady_clock::now();
     std::string message = pickle_error(as_bytes(pickle));
     EXPECT_NE(message.find("refers to the same values over and over"), std::string::npos)
         << message;
-    EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(20));
 }
 
 // Copying each value once, as honest pickles do, stays within the bound.
@@ -158,10 +156,12 @@ TEST(FuzzRegression, InterpreterPartitionGroupsOfOneSharedDictAreBounded) {
     EXPECT_NE(message.find("ds_zero_partition_groups"), std::string::npos) << message;
 }
 
-// param_shapes = [G] * 100000, G a dict of 100000 entries: 10^10 shapes from a 0.5 MB pickle.
+// param_shapes = [G] * 30000, G a dict of 30000 entries: 9 * 10^8 shapes from a 150 KB pickle.
+// Before the budget this ran for hours toward tens of GB; a regression shows as a CTest
+// timeout or an out-of-memory abort.
 TEST(FuzzRegression, InterpreterSharedValuesStayBoundedAtScale) {
-    const std::size_t entries = 100000;
-    const std::size_t groups = 100000;
+    const std::size_t entries = 30000;
+    const std::size_t groups = 30000;
     std::string group = "}q\x01"s + u("w") + "q\x02K\x03\x85q\x03s(";
     for (std::size_t i = 1; i < entries; ++i) {
         group += "h\x02h\x03"s;
@@ -171,10 +171,8 @@ TEST(FuzzRegression, InterpreterSharedValuesStayBoundedAtScale) {
                          std::string(groups - 1, '2') + "lu.";
     testing::TempDir dir;
     TorchFile file = open_wrapped(dir, as_bytes(pickle));
-    auto start = std::chrono::steady_clock::now();
     std::string message = input_error([&] { read_model_states(file, 0, ModelFileScope::kFull); });
     EXPECT_NE(message.find("exceeds the interpretation budget"), std::string::npos) << message;
-    EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(20));
 }
 
 // An honest model-states pickle with 20000 parameters of 100-character names, each name also
