@@ -1,5 +1,6 @@
 #include "pickle/printer.hpp"
 
+#include <algorithm>
 #include <charconv>
 #include <cmath>
 #include <cstdio>
@@ -49,7 +50,8 @@ std::string format_float(double value) {
 
 class Printer {
 public:
-    Printer(std::ostream& out, const PrintOptions& options) : out_(out), options_(options) {}
+    Printer(std::ostream& out, const PrintOptions& options)
+        : out_(out), options_(options), max_depth_(std::min(options.max_depth, kMaxPrintDepth)) {}
 
     void print(const Value& value) {
         node(value, 0, "");
@@ -140,7 +142,7 @@ private:
             line(depth, label + "<cycle: " + describe_type(value) + " already being printed>");
             return;
         }
-        if (depth >= options_.max_depth) {
+        if (depth >= max_depth_) {
             line(depth, label + "<" + describe_type(value) + ": nesting too deep to print>");
             return;
         }
@@ -213,6 +215,7 @@ private:
 
     std::ostream& out_;
     const PrintOptions& options_;
+    const std::uint32_t max_depth_;
     std::uint64_t lines_ = 0;
     bool truncated_ = false;
     std::unordered_set<const Object*> on_path_;

@@ -6,6 +6,7 @@
 // hold more than a constant number of bytes per input byte. Then it prints the tree to a null
 // stream, with tensor summaries, as zero2fp32-inspect does.
 #include <cstdint>
+#include <limits>
 #include <string>
 
 #include "fuzz_support.hpp"
@@ -85,8 +86,9 @@ void check_document(const pickle::Document& document, std::size_t input_size) {
     }
 
     pickle::PrintOptions options;
-    // Far below the inspect tool's default: truncation is exercised all the same, and each
-    // input stays cheap.
+    // Any depth, as zero2fp32-inspect --depth allows; lines far below the tool's default:
+    // truncation is exercised all the same, and each input stays cheap.
+    options.max_depth = std::numeric_limits<std::uint32_t>::max();
     options.max_lines = 5000;
     options.describe_tensor = [](const pickle::Tensor& tensor) { return tensor.storage->key; };
     pickle::print_value(null_stream(), document.root(), options);

@@ -4,6 +4,8 @@
 // harnesses' own checks.
 #include <cstddef>
 #include <functional>
+#include <limits>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -12,6 +14,7 @@
 #include "checkpoint/states_reader.hpp"
 #include "container/torch_file.hpp"
 #include "pickle/machine.hpp"
+#include "pickle/printer.hpp"
 #include "support/test_files.hpp"
 #include "support/zip_builder.hpp"
 #include "zero2fp32/error.hpp"
@@ -130,6 +133,40 @@ TEST(FuzzRegression, PickleSingleCopiesOfLargeValuesAreAccepted) {
     std::string pickle = "\x80\x02"s + "c__builtin__\nset\n" + "(N";
     pickle += std::string(items - 1, '2') + "l\x85R.";  // set([None] * items)
     EXPECT_EQ(pickle_error(as_bytes(pickle)), "");
+}
+
+// --- pickle printer: nesting the machine's cap does not see (src/pickle/printer.cpp) --------
+//
+// Each level is an empty list, memoised, appended to the previous level and only then filled:
+// every list was built at depth 1, so the machine's nesting cap never fired, but the path from
+// the root is 5000 levels long and the printer, asked for any depth as
+// `zero2fp32-inspect --depth N` allows, recursed until the stack overflowed. Not an error: the
+// printer now stops at kMaxPrintDepth levels and says so.
+
+std::string print_deep(std::span<const std::byte> bytes) {
+    pickle::Document document = pickle::parse_pickle(bytes, "regression.pkl");
+    pickle::PrintOptions options;
+    options.max_depth = std::numeric_limits<std::uint32_t>::max();
+    std::ostringstream out;
+    pickle::print_value(out, document.root(), options);
+    return out.str();
+}
+
+TEST(FuzzRegression, PrinterStopsAtItsDepthLimitOnListsFilledAfterNesting) {
+    std::string text = print_deep(regression_bytes("pickle", "list-filled-after-nesting.pkl"));
+    EXPECT_NE(text.find("<list: nesting too deep to print>"), std::string::npos);
+    std::string deepest(2 * pickle::kMaxPrintDepth, ' ');
+    EXPECT_NE(text.find("\n" + deepest + "[0] <list: nesting too deep"), std::string::npos);
+}
+
+// 100000 levels (600 KB) overflowed the stack of release builds too.
+TEST(FuzzRegression, PrinterStopsAtItsDepthLimitAtScale) {
+    std::string pickle = "\x80\x02]q\x00q\x01"s + "0";  // root list in memo 0 and 1
+    for (int i = 0; i < 100000; ++i) {
+        pickle += "h\x01]q\x01"s + "a0";  // memo[1].append(new list); memo[1] = it
+    }
+    pickle += "h\x00."s;
+    EXPECT_NE(print_deep(as_bytes(pickle)).find("nesting too deep to print"), std::string::npos);
 }
 
 // --- interpreter: a pickle graph walked as a tree (src/checkpoint/field.cpp, Field::charge) ---
