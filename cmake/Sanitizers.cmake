@@ -1,6 +1,17 @@
 # ASan + UBSan for the whole build when Z2F_SANITIZE is on. UBSan findings abort, so a test
 # that trips one fails instead of printing a note nobody reads.
-if(Z2F_SANITIZE)
+#
+# The fuzz preset (Z2F_BUILD_FUZZERS) implies both sanitizers, and adds libFuzzer's coverage
+# instrumentation (fuzzer-no-link) to every translation unit: without it the fuzzers would be
+# guided only by branches in the harnesses, not by those of the readers they exercise. Only
+# the fuzz_* executables link libFuzzer's driver (-fsanitize=fuzzer, tests/fuzz).
+if(Z2F_BUILD_FUZZERS)
+    if(NOT CMAKE_CXX_COMPILER_ID STREQUAL "Clang")
+        message(FATAL_ERROR "Z2F_BUILD_FUZZERS needs clang (libFuzzer); use the fuzz preset")
+    endif()
+    add_compile_options(-fsanitize=fuzzer-no-link)
+endif()
+if(Z2F_SANITIZE OR Z2F_BUILD_FUZZERS)
     set(_z2f_san_flags -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer)
     add_compile_options(${_z2f_san_flags})
     add_link_options(${_z2f_san_flags})

@@ -5,6 +5,34 @@
 
 namespace z2f {
 
+Field::Field(const TorchFile& file, const pickle::Value& value, std::string path)
+    : file_(&file), value_(&value), path_(std::move(path)), budget_(std::make_shared<Budget>()) {
+    budget_->pickle_bytes = file.archive().require("data.pkl").size;
+    budget_->limit = kUnitsPerPickleByte * budget_->pickle_bytes + kUnitsSlack;
+}
+
+Field Field::child(const pickle::Value& value, std::string path) const {
+    charge(path.size() + 1);
+    return Field(*file_, value, std::move(path), budget_);
+}
+
+void Field::charge(std::uint64_t units) const {
+    budget_->used += units;
+    if (budget_->used > budget_->limit) {
+        constexpr std::size_t kShownPath = 200;
+        std::string where = path_.empty() ? std::string("the top level") : path_;
+        if (where.size() > kShownPath) {
+            where = where.substr(0, kShownPath) + "...";
+        }
+        throw_input_error(file_->path(),
+                          "reading " + where + " exceeds the interpretation budget of " +
+                              std::to_string(budget_->limit) + " units for a " +
+                              std::to_string(budget_->pickle_bytes) +
+                              "-byte data.pkl: the pickle refers to the same values over and "
+                              "over (a corrupt or hostile file)");
+    }
+}
+
 bool Field::is_list_like() const noexcept {
     return value_->get<pickle::List>() != nullptr || value_->get<pickle::Tuple>() != nullptr;
 }
@@ -28,6 +56,7 @@ std::optional<Field> Field::find(std::string_view key) const {
     if (dict == nullptr) {
         fail("a dict");
     }
+    charge(dict->items.size());  // the lookup scans every entry
     const pickle::Value* member = dict->find(key);
     if (member == nullptr) {
         return std::nullopt;
@@ -47,6 +76,7 @@ std::string Field::as_string() const {
     if (!text) {
         fail("a str");
     }
+    charge(text->size());
     return std::string(*text);
 }
 
@@ -58,6 +88,7 @@ std::vector<Field> Field::elements() const {
     if (seq == nullptr) {
         fail("a list");
     }
+    charge(seq->items.size());
     std::vector<Field> out;
     out.reserve(seq->items.size());
     for (std::size_t i = 0; i < seq->items.size(); ++i) {
@@ -71,6 +102,7 @@ std::vector<std::pair<std::string, Field>> Field::entries() const {
     if (dict == nullptr) {
         fail("a dict");
     }
+    charge(dict->items.size());
     std::vector<std::pair<std::string, Field>> out;
     out.reserve(dict->items.size());
     for (const auto& [key, value] : dict->items) {
@@ -80,6 +112,7 @@ std::vector<std::pair<std::string, Field>> Field::entries() const {
                 file_->path(),
                 path_ + " has a key of type " + pickle::describe_type(key) + ", expected str keys");
         }
+        charge(name->size());
         out.emplace_back(std::string(*name),
                          child(value, path_ + "['" + std::string(*name) + "']"));
     }
@@ -90,8 +123,10 @@ std::vector<std::uint64_t> Field::as_shape() const {
     if (!is_list_like()) {
         fail("a shape (torch.Size, tuple or list of ints)");
     }
+    std::vector<Field> dims = elements();
+    charge(dims.size());
     std::vector<std::uint64_t> shape;
-    for (const Field& dim : elements()) {
+    for (const Field& dim : dims) {
         if (!dim.value().is_int() || dim.value().as_int() < 0) {
             fail("a shape of non-negative ints");
         }
@@ -108,6 +143,8 @@ TensorRef Field::as_tensor(std::uint32_t file_index) const {
     if (tensor == nullptr) {
         fail("a tensor");
     }
+    // locate() copies the path and the storage key into its result and messages.
+    charge(tensor->shape.size() + tensor->storage->key.size() + path_.size());
     TensorRef ref;
     ref.file = file_index;
     auto numel = checked_numel(tensor->shape);

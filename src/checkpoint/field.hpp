@@ -3,9 +3,19 @@
 // A Field is a value plus its path from the root ("optimizer_state_dict.partition_count[0]")
 // and the file it came from. Every accessor either returns the requested type or throws an
 // input error of the form "<file>: <path> is <what it is>, expected <what we need>".
+//
+// A pickle is a graph, not a tree: one memoised value can be referenced any number of times for
+// a few bytes each. Walking it as a tree (a list of the same dict N times, a name used as the
+// key of every entry, a shape shared by every parameter) multiplies the work and the copied
+// names, paths and shapes, so that a 25 KB pickle took the interpreter past 10 s and toward
+// gigabytes. All fields derived from one root therefore share a budget proportional to the
+// size of the file's data.pkl (kUnitsPerPickleByte units per byte, a unit being a byte of
+// copied name or path, a shape dimension, a field or a dict entry scanned by a lookup);
+// exceeding it is an input error.
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -20,8 +30,8 @@ namespace z2f {
 
 class Field {
   public:
-    Field(const TorchFile& file, const pickle::Value& value, std::string path)
-        : file_(&file), value_(&value), path_(std::move(path)) {}
+    // A root: every field reached from it draws on one new interpretation budget.
+    Field(const TorchFile& file, const pickle::Value& value, std::string path);
 
     const pickle::Value& value() const noexcept { return *value_; }
     const std::string& path() const noexcept { return path_; }
@@ -47,14 +57,29 @@ class Field {
 
     [[noreturn]] void fail(std::string_view expected) const;
 
+    // Interpretation budget per byte of data.pkl. The fixtures use under 1 unit per byte;
+    // long parameter names fetched from the memo might take an honest file to about 20.
+    static constexpr std::uint64_t kUnitsPerPickleByte = 64;
+    static constexpr std::uint64_t kUnitsSlack = std::uint64_t{1} << 20;
+
   private:
-    Field child(const pickle::Value& value, std::string path) const {
-        return Field(*file_, value, std::move(path));
-    }
+    struct Budget {
+        std::uint64_t limit = 0;
+        std::uint64_t used = 0;
+        std::uint64_t pickle_bytes = 0;
+    };
+
+    Field(const TorchFile& file, const pickle::Value& value, std::string path,
+          std::shared_ptr<Budget> budget)
+        : file_(&file), value_(&value), path_(std::move(path)), budget_(std::move(budget)) {}
+    Field child(const pickle::Value& value, std::string path) const;
+    // Draws `units` from the budget, or throws an input error.
+    void charge(std::uint64_t units) const;
 
     const TorchFile* file_;
     const pickle::Value* value_;
     std::string path_;
+    std::shared_ptr<Budget> budget_;
 };
 
 }  // namespace z2f

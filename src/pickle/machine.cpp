@@ -381,6 +381,23 @@ class Machine {
     }
 
     // --- objects -----------------------------------------------------------------------------
+    // Some calls build a value by copying an earlier one: set(list), OrderedDict(pairs),
+    // bytes(b), _codecs.encode(s, ...), torch.Size(t), STACK_GLOBAL's names, a storage's key
+    // and location. The earlier value can be fetched from the memo again for a few bytes each
+    // time, so without a bound a small pickle makes the machine copy quadratically much (a
+    // 184 KB pickle asked for 19 GB). An honest pickle copies each value at most about
+    // once; all copies together may hold kCopyUnitsPerInputByte elements or bytes per input
+    // byte (plus a little, for tiny pickles).
+    static constexpr std::uint64_t kCopyUnitsPerInputByte = 2;
+    static constexpr std::uint64_t kCopyUnitsSlack = 4096;
+    void charge_copy(std::uint64_t units) {
+        copied_ += units;
+        if (copied_ > copy_budget_) {
+            fail("values copied from earlier ones exceed " + std::to_string(copy_budget_) +
+                 " elements or bytes for a " + std::to_string(data_.size()) +
+                 "-byte pickle: the pickle refers to the same values over and over");
+        }
+    }
     static std::uint32_t depth_of(const Value& value) noexcept {
         const Object* object = value.as_object();
         return object == nullptr ? 0 : object->depth;
@@ -595,6 +612,7 @@ class Machine {
             }
         }
         auto numel_value = static_cast<std::uint64_t>(numel.as_int());
+        charge_copy(key->size());
         auto [it, inserted] = storages_.try_emplace(std::string(*key), nullptr);
         if (!inserted) {
             const Storage* known = it->second;
@@ -604,6 +622,7 @@ class Machine {
             }
             return Value::object(it->second);
         }
+        charge_copy(location->size());
         Storage* storage = doc_.make<Storage>();
         storage->dtype = dtype;
         storage->key = std::string(*key);
@@ -736,6 +755,7 @@ class Machine {
             if (n != 1 || pairs == nullptr) {
                 return std::nullopt;
             }
+            charge_copy(pairs->items.size());
             auto* dict = static_cast<Dict*>(result.as_object());
             for (const Value& pair : pairs->items) {
                 const Tuple* kv = pair.get<Tuple>();
@@ -751,6 +771,7 @@ class Machine {
             if (n == 1) {
                 if (const Tuple* dims = args->items[0].get<Tuple>()) {
                     int_tuple(args->items[0], "torch.Size", false, nullptr);
+                    charge_copy(dims->items.size());
                     return make_sequence<Tuple>(dims->items);
                 }
             }
@@ -761,10 +782,12 @@ class Machine {
                 return make_sequence<Set>({});
             }
             if (n == 1) {
-                if (const auto* seq = args->items[0].get<List>()) {
-                    return make_sequence<Set>(seq->items);
+                const Sequence* seq = args->items[0].get<List>();
+                if (seq == nullptr) {
+                    seq = args->items[0].get<Tuple>();
                 }
-                if (const auto* seq = args->items[0].get<Tuple>()) {
+                if (seq != nullptr) {
+                    charge_copy(seq->items.size());
                     return make_sequence<Set>(seq->items);
                 }
             }
@@ -778,6 +801,7 @@ class Machine {
             }
             if (n == 1) {
                 if (const Bytes* bytes = args->items[0].get<Bytes>()) {
+                    charge_copy(bytes->data.size());
                     return make_bytes(bytes->data);
                 }
             }
@@ -787,9 +811,11 @@ class Machine {
                 if (text && encoding) {
                     if (*encoding == "latin1" || *encoding == "latin-1" ||
                         *encoding == "iso-8859-1") {
+                        charge_copy(text->size());
                         return latin1_bytes(*text);
                     }
                     if (*encoding == "utf-8" || *encoding == "utf8") {
+                        charge_copy(text->size());
                         return make_bytes(std::string(*text));
                     }
                 }
@@ -1148,6 +1174,7 @@ class Machine {
                 if (!name.string() || !module.string()) {
                     fail("module and name must be strings");
                 }
+                charge_copy(module.string()->size() + name.string()->size());
                 push(make_global(std::string(*module.string()), std::string(*name.string())));
                 return false;
             }
@@ -1222,6 +1249,8 @@ class Machine {
     std::span<const std::byte> data_;
     const std::string& source_;
     Limits limits_;
+    std::uint64_t copy_budget_ = kCopyUnitsPerInputByte * data_.size() + kCopyUnitsSlack;
+    std::uint64_t copied_ = 0;
     std::size_t pos_ = 0;
     std::size_t op_offset_ = 0;
     std::uint8_t op_ = 0;

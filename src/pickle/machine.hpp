@@ -16,7 +16,9 @@
 // Hostile input cannot exhaust memory or stack: every length is checked against the bytes that
 // remain, every object comes from an opcode (so memory is linear in the input), MARK nesting
 // and value nesting are capped, and nothing recurses on input depth. Every error names the
-// source, the byte offset and the opcode.
+// source, the byte offset and the opcode. The nesting cap holds for values as they are built;
+// a container filled after it was nested, or a cycle, makes longer paths through the graph,
+// so code that recurses over a Document must bound its own depth (printer.hpp does).
 #pragma once
 
 #include <cstddef>

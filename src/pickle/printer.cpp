@@ -1,5 +1,6 @@
 #include "pickle/printer.hpp"
 
+#include <algorithm>
 #include <charconv>
 #include <cmath>
 #include <cstdio>
@@ -51,7 +52,8 @@ std::string format_float(double value) {
 
 class Printer {
   public:
-    Printer(std::ostream& out, const PrintOptions& options) : out_(out), options_(options) {}
+    Printer(std::ostream& out, const PrintOptions& options)
+        : out_(out), options_(options), max_depth_(std::min(options.max_depth, kMaxPrintDepth)) {}
 
     void print(const Value& value) {
         node(value, 0, "");
@@ -148,7 +150,7 @@ class Printer {
             line(depth, label + "<cycle: " + describe_type(value) + " already being printed>");
             return;
         }
-        if (depth >= options_.max_depth) {
+        if (depth >= max_depth_) {
             line(depth, label + "<" + describe_type(value) + ": nesting too deep to print>");
             return;
         }
@@ -225,6 +227,7 @@ class Printer {
 
     std::ostream& out_;
     const PrintOptions& options_;
+    const std::uint32_t max_depth_;
     std::uint64_t lines_ = 0;
     bool truncated_ = false;
     std::unordered_set<const Object*> on_path_;

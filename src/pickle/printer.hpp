@@ -12,8 +12,15 @@
 
 namespace z2f::pickle {
 
+// The printer recurses once per level of nesting, so it prints at most this many levels
+// whatever max_depth asks for. The machine's nesting cap cannot stand in for it: a container
+// filled after it was itself nested (or a cycle) makes paths through the value graph longer
+// than the depth recorded when each value was built, and 5000 such levels, a 30 KB pickle,
+// overflowed the stack of `zero2fp32-inspect --depth 1000000` (ASan builds: 2000 levels).
+inline constexpr std::uint32_t kMaxPrintDepth = 256;
+
 struct PrintOptions {
-    std::uint32_t max_depth = 48;
+    std::uint32_t max_depth = 48;  // at most kMaxPrintDepth
     std::uint64_t max_lines = 200000;
     std::uint32_t max_string = 200;  // longer strings and bytes are shortened
     // Extra text appended to a tensor line (e.g. its resolved file offset); may be empty.

@@ -1,6 +1,6 @@
 // make_corrupt_corpus FIXTURES OUT: writes a corpus of broken checkpoints, one folder per case
-// under OUT, each derived from a bundled real fixture, and a list of the cases (OUT/cases.txt: name, checkpoint folder and the text the
-// error must contain, separated by tabs).
+// under OUT, each derived from a bundled real fixture, and a list of the cases (OUT/cases.txt:
+// name, checkpoint folder and the text the error must contain, separated by tabs).
 //
 // The cases cover the input faults a conversion must survive with a clear error: truncation
 // inside data.pkl, inside a storage record and inside the central directory; flipped bytes in
@@ -65,31 +65,37 @@ void rewrite_pickle(const std::string& path, const std::function<void(Bytes&)>& 
     std::vector<std::pair<std::string, Bytes>> records;
     for (const z2f::ZipRecord& record : archive.records()) {
         Bytes data = archive.read_record(file, record, UINT64_MAX);
-        if (record.name == "data.pkl") edit(data);
+        if (record.name == "data.pkl")
+            edit(data);
         records.emplace_back(record.name, std::move(data));
     }
     std::string prefix = archive.prefix();
     file.close();
     std::string temp = path + ".new";
     z2f::zip::TorchZipWriter writer(temp, prefix);
-    for (const auto& [name, data] : records) writer.add_record(name, data);
+    for (const auto& [name, data] : records)
+        writer.add_record(name, data);
     writer.finish();
     fs::rename(temp, path);
 }
 
 // Replaces the first occurrence of `from` found after `anchor` in the bytes.
-void replace_after(Bytes& bytes, const std::string& anchor, const std::string& from, const std::string& to) {
+void replace_after(Bytes& bytes, const std::string& anchor, const std::string& from,
+                   const std::string& to) {
     auto view = z2f::as_string_view(bytes);
     std::size_t start = anchor.empty() ? 0 : view.find(anchor);
-    std::size_t at = start == std::string_view::npos ? std::string_view::npos : view.find(from, start);
+    std::size_t at =
+        start == std::string_view::npos ? std::string_view::npos : view.find(from, start);
     if (at == std::string_view::npos) {
         throw std::runtime_error("pattern not found after '" + anchor + "'");
     }
     Bytes replacement(to.size());
-    for (std::size_t i = 0; i < to.size(); ++i) replacement[i] = static_cast<std::byte>(to[i]);
+    for (std::size_t i = 0; i < to.size(); ++i)
+        replacement[i] = static_cast<std::byte>(to[i]);
     bytes.erase(bytes.begin() + static_cast<std::ptrdiff_t>(at),
                 bytes.begin() + static_cast<std::ptrdiff_t>(at + from.size()));
-    bytes.insert(bytes.begin() + static_cast<std::ptrdiff_t>(at), replacement.begin(), replacement.end());
+    bytes.insert(bytes.begin() + static_cast<std::ptrdiff_t>(at), replacement.begin(),
+                 replacement.end());
 }
 
 struct RecordSpan {
@@ -156,7 +162,8 @@ int main(int argc, char** argv) {
             const char* label;
             std::uint64_t offset;
         };
-        for (Flip f : {Flip{"flipped_local_header_signature", 0}, Flip{"flipped_central_directory", pickle.central_directory + 10},
+        for (Flip f : {Flip{"flipped_local_header_signature", 0},
+                       Flip{"flipped_central_directory", pickle.central_directory + 10},
                        Flip{"flipped_pickle_opcode", pickle.data_offset + 2},
                        Flip{"flipped_pickle_middle", pickle.data_offset + pickle.size / 3}}) {
             std::string tag = copy_case(f.label, base);
@@ -177,7 +184,8 @@ int main(int argc, char** argv) {
         {
             std::string tag = copy_case("extra_stale_rank_file", base);
             fs::copy_file(tag + "/" + kOptim1, tag + "/zero_pp_rank_2_mp_rank_00_optim_states.pt");
-            fs::copy_file(tag + "/zero_pp_rank_1_mp_rank_00_model_states.pt", tag + "/zero_pp_rank_2_mp_rank_00_model_states.pt");
+            fs::copy_file(tag + "/zero_pp_rank_1_mp_rank_00_model_states.pt",
+                          tag + "/zero_pp_rank_2_mp_rank_00_model_states.pt");
             record_case("extra_stale_rank_file", "expected 2 *_optim_states.pt files");
         }
         {
@@ -195,7 +203,8 @@ int main(int argc, char** argv) {
         {
             std::string tag = copy_case("tag_without_optim_files", base);
             for (const auto& entry : fs::directory_iterator(tag)) {
-                if (entry.path().string().ends_with("optim_states.pt")) fs::remove(entry.path());
+                if (entry.path().string().ends_with("optim_states.pt"))
+                    fs::remove(entry.path());
             }
             record_case("tag_without_optim_files", "no *_optim_states.pt files");
         }
@@ -228,15 +237,15 @@ int main(int argc, char** argv) {
         {
             // 100,000 MARKs in front of the pickle.
             std::string tag = copy_case("pickle_extreme_nesting", base);
-            rewrite_pickle(tag + "/" + kOptim1, [](Bytes& pkl) {
-                pkl.insert(pkl.begin() + 2, 100000, std::byte{'('});
-            });
+            rewrite_pickle(tag + "/" + kOptim1,
+                           [](Bytes& pkl) { pkl.insert(pkl.begin() + 2, 100000, std::byte{'('}); });
             record_case("pickle_extreme_nesting", kOptim1);
         }
         {
             // param_shapes: fc1.weight (53, 37) becomes (2^62, 2^62).
             std::string tag = copy_case("shape_product_overflows", base);
-            std::string big = std::string("\x8a\x08", 2) + std::string("\x00\x00\x00\x00\x00\x00\x00\x40", 8);
+            std::string big =
+                std::string("\x8a\x08", 2) + std::string("\x00\x00\x00\x00\x00\x00\x00\x40", 8);
             rewrite_pickle(tag + "/" + kModel0, [&](Bytes& pkl) {
                 replace_after(pkl, "param_shapes", std::string("K5K%\x86", 5), big + big + "\x86");
             });
@@ -246,7 +255,8 @@ int main(int argc, char** argv) {
             // The fp32 partition's storage offset moved far past its record.
             std::string tag = copy_case("storage_offset_beyond_record", base);
             rewrite_pickle(tag + "/" + kOptim1, [](Bytes& pkl) {
-                replace_after(pkl, "fp32_flat_groups", std::string("QK\x00", 3), std::string("QJ\xff\xff\x00\x00", 6));
+                replace_after(pkl, "fp32_flat_groups", std::string("QK\x00", 3),
+                              std::string("QJ\xff\xff\x00\x00", 6));
             });
             record_case("storage_offset_beyond_record", kOptim1);
         }
@@ -264,7 +274,9 @@ int main(int argc, char** argv) {
             // A legacy (non-zip) torch.save file in place of an optimizer file.
             std::string tag = copy_case("legacy_format_optim_file", base);
             Bytes legacy;
-            for (char c : std::string("\x80\x02\x8a\x0a\x6c\xfc\x9c\x46\xf9\x20\x6a\xa8\x50\x19.\x80\x02M\xe9\x03.", 20)) {
+            for (char c : std::string(
+                     "\x80\x02\x8a\x0a\x6c\xfc\x9c\x46\xf9\x20\x6a\xa8\x50\x19.\x80\x02M\xe9\x03.",
+                     20)) {
                 legacy.push_back(static_cast<std::byte>(c));
             }
             legacy.resize(4096, std::byte{0});

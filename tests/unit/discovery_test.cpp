@@ -189,7 +189,8 @@ TEST(Discovery, DirectoryWhereAFileShouldBe) {
     FakeCheckpoint ckpt({"mp_rank_00_model_states.pt"});
     std::filesystem::create_directories(ckpt.tag_dir +
                                         "/zero_pp_rank_0_mp_rank_00_optim_states.pt");
-    EXPECT_NE(discovery_error(ckpt.dir.path()).find("is a directory, expected a file"), std::string::npos);
+    EXPECT_NE(discovery_error(ckpt.dir.path()).find("is a directory, expected a file"),
+              std::string::npos);
 }
 
 TEST(Discovery, MissingOrNonDirectoryCheckpoint) {
