@@ -31,10 +31,9 @@ declare -A max_len=(
     [zip_reader]=65536
     [pickle]=65536
     [checkpoint_interpreter]=65536
-    # TODO(safetensors-reader): [safetensors_header]=65536 once src/output/safetensors_reader.hpp
-    # and tests/fuzz/fuzz_safetensors_header.cpp exist (see tests/fuzz/CMakeLists.txt).
+    [safetensors_header]=65536
 )
-all_targets=(zip_reader pickle checkpoint_interpreter)
+all_targets=(zip_reader pickle checkpoint_interpreter safetensors_header)
 targets=("$@")
 [[ ${#targets[@]} -eq 0 ]] && targets=("${all_targets[@]}")
 for target in "${targets[@]}"; do
