@@ -1,6 +1,6 @@
 // Reader of the zip container that torch.save writes (PyTorch >= 1.6 "zip" serialization).
 //
-// Byte format (all integers little-endian; see docs/formats.md and the PKWARE APPNOTE):
+// Byte format (all integers little-endian; the PKWARE APPNOTE is the reference):
 //
 //   local header   "PK\3\4" u16 version u16 flags u16 method u16 time u16 date u32 crc
 //                  u32 csize u32 usize u16 name_len u16 extra_len, name, extra, then the data.

@@ -657,6 +657,12 @@ class Conversion {
         std::vector<std::string> mismatches;
         Outcome outcome = parallel::capture([&] {
             mismatches = verify_tasks(ctx, inputs, copy_options());
+            if (comm_.is_root() && outputs_.index_name) {
+                std::string path = options_.output_dir + "/" + *outputs_.index_name;
+                if (io::read_small_file(path, 1u << 30) != outputs_.index_json) {
+                    mismatches.push_back(*outputs_.index_name + ": differs from the index of this plan");
+                }
+            }
             if (!mismatches.empty()) {
                 std::string message =
                     "verification failed: " + std::to_string(mismatches.size()) + " mismatch(es)";
