@@ -366,6 +366,28 @@ class Conversion {
                    std::to_string(comm_.size()) + " rank(s)");
     }
 
+    // -d/--debug: one line per tensor, as zero_to_fp32 --debug prints them.
+    void print_plan() const {
+        if (!comm_.is_root())
+            return;
+        static const char* kRoles[] = {"buffer", "frozen", "trainable", "tied"};
+        for (const PlannedTensor& tensor : plan_.tensors) {
+            std::string shape;
+            for (std::uint64_t dim : tensor.shape)
+                shape += (shape.empty() ? "" : ", ") + std::to_string(dim);
+            std::string source =
+                tensor.is_alias()
+                    ? "alias of " + plan_.tensors[static_cast<std::size_t>(tensor.alias_of)].name
+                    : std::to_string(tensor.extents.size()) + " extent(s)";
+            std::fprintf(
+                stderr, "%s full shape: (%s) unpartitioned numel %llu  [%s, %s -> %s, %s]\n",
+                tensor.name.c_str(), shape.c_str(), static_cast<unsigned long long>(tensor.numel()),
+                kRoles[static_cast<int>(tensor.role)],
+                std::string(dtype_display_name(tensor.source_dtype)).c_str(),
+                std::string(dtype_display_name(tensor.output_dtype)).c_str(), source.c_str());
+        }
+    }
+
     // What the manifest must match for --resume to trust an earlier run's files.
     std::string run_identity() const {
         std::ostringstream text;
@@ -660,7 +682,8 @@ class Conversion {
             if (comm_.is_root() && outputs_.index_name) {
                 std::string path = options_.output_dir + "/" + *outputs_.index_name;
                 if (io::read_small_file(path, 1u << 30) != outputs_.index_json) {
-                    mismatches.push_back(*outputs_.index_name + ": differs from the index of this plan");
+                    mismatches.push_back(*outputs_.index_name +
+                                         ": differs from the index of this plan");
                 }
             }
             if (!mismatches.empty()) {
