@@ -323,6 +323,9 @@ class Conversion {
         SelectionOptions selection{options_.include, options_.exclude, options_.strip_prefixes,
                                    options_.untie};
         plan_ = select_tensors(consolidation.plan, selection);
+        if (options_.verbosity >= 2) {
+            print_plan();
+        }
         OutputPlanOptions output_options{to_format(options_.format), options_.max_shard_size};
         outputs_ = plan_outputs(plan_, output_options);
 
