@@ -6,8 +6,10 @@
 #   3. the time-limit path: a job signalled with SIGTERM (`scancel --signal=TERM`, what
 #      --signal=TERM@180 does before the limit) stops with exit 3, requeues itself, and the
 #      requeued run finishes with --resume; the result equals an uninterrupted conversion.
-# Skips (exit 77) where Slurm cannot run: not installed, or not root. Expects Z2F_BIN,
-# Z2F_SYNTH, Z2F_FIXTURES and Z2F_SOURCE_DIR from CTest.
+# Also runs the MPI end-to-end suite (tests/mpi) under `srun -n 4` and compares its outputs with
+# those of `mpiexec -n 1` when they exist. Skips (exit 77) where Slurm cannot run: not installed,
+# or not root. Expects Z2F_BIN, Z2F_SYNTH, Z2F_MPI_TESTS, Z2F_MPI_REFERENCE_OUTPUTS,
+# Z2F_FIXTURES and Z2F_SOURCE_DIR from CTest.
 set -uo pipefail
 
 for bin in munged slurmctld slurmd srun sbatch scancel squeue; do
@@ -40,6 +42,14 @@ timeout 120 srun -n 4 "$Z2F_BIN" "$Z2F_FIXTURES/z3_ws4_fp32" "$work/srun_out" --
     >"$work/srun.log" 2>&1 || fail "srun -n 4 failed: $(cat "$work/srun.log")"
 cmp -s "$work/srun_out/model.safetensors" "$Z2F_FIXTURES/z3_ws4_fp32/ref/safetensors/model.safetensors" \
     || fail "srun output differs from zero_to_fp32's"
+
+echo "--- srun -n 4 of the MPI end-to-end suite (every fixture, format, backend)"
+Z2F_MPI_OUTPUT_DIR="$work/mpi_srun" timeout 300 srun -n 4 "$Z2F_MPI_TESTS" >"$work/mpi_srun.log" 2>&1 \
+    || fail "the MPI suite failed under srun -n 4: $(tail -20 "$work/mpi_srun.log")"
+if [[ -d "$Z2F_MPI_REFERENCE_OUTPUTS" ]]; then
+    diff -r -q "$Z2F_MPI_REFERENCE_OUTPUTS" "$work/mpi_srun" >/dev/null \
+        || fail "outputs under srun -n 4 differ from those of mpiexec -n 1"
+fi
 
 echo "--- sbatch slurm/convert.sbatch"
 timeout 180 sbatch --wait --ntasks=4 "$Z2F_SOURCE_DIR/slurm/convert.sbatch" "$Z2F_FIXTURES/z3_ws4_fp32" \
