@@ -4,6 +4,8 @@ find_package(MPI REQUIRED COMPONENTS C)
 find_package(ZLIB REQUIRED)
 find_package(nlohmann_json 3.10 REQUIRED)
 find_package(Boost 1.74 REQUIRED COMPONENTS program_options)
+# The copy engine's write-behind helper thread (io/write_behind.cpp).
+find_package(Threads REQUIRED)
 
 # The OpenMPI build of HDF5 (libhdf5-openmpi-dev). We only use the serial C API on it: datasets
 # are laid out by the library and their bytes are written by our own copy engine.

@@ -6,6 +6,7 @@
 
 #include "cli/command_line.hpp"
 #include "io/signals.hpp"
+#include "parallel/mpi_start.hpp"
 #include "zero2fp32/convert.hpp"
 #include "zero2fp32/error.hpp"
 #include "zero2fp32/version.hpp"
@@ -13,7 +14,7 @@
 int main(int argc, char** argv) {
     // Before MPI_Init, which creates files too: a file-size limit must give EFBIG, not a kill.
     z2f::io::ignore_file_size_signal();
-    MPI_Init(&argc, &argv);
+    z2f::parallel::start_mpi(&argc, &argv);
     int rank = 0;
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     z2f::ExitCode code = z2f::ExitCode::kOk;

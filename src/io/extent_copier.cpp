@@ -12,18 +12,19 @@
 namespace z2f::io {
 namespace {
 
-// Output is pushed to disk in windows of this size; at most two windows stay in the page
-// cache, so a rank's cache footprint is bounded whatever the output size.
-constexpr std::uint64_t kWritebackWindow = std::uint64_t{32} << 20;
+// Contiguous input bytes dropped from the page cache at once. A drop costs a system call and a
+// walk of the cache besides the pages it frees; per chunk it took 0.1 s of a 1 s conversion.
+constexpr std::uint64_t kDropBatch = std::uint64_t{32} << 20;
 
 }  // namespace
 
 // Buffered writer of one output file: collects contiguous bytes, writes them with pwrite, and
-// keeps the output's page-cache footprint bounded (start write-back of each window, wait for
-// and drop the window before it).
+// reports them to the write-behind helper, which keeps the output's page-cache footprint
+// bounded.
 class ExtentCopier::OutputStream {
   public:
-    OutputStream(const File& file, std::span<std::byte> buffer) : file_(file), buffer_(buffer) {}
+    OutputStream(const File& file, std::span<std::byte> buffer, WriteBehind& write_behind)
+        : file_(file), buffer_(buffer), write_behind_(&write_behind) {}
     // Compare mode: flush() reads the file back and compares instead of writing.
     OutputStream(const File& file, std::span<std::byte> buffer, std::span<std::byte> readback)
         : file_(file), buffer_(buffer), readback_(readback), compare_(true) {}
@@ -31,10 +32,10 @@ class ExtentCopier::OutputStream {
     bool mismatched() const noexcept { return mismatched_; }
     void reset_mismatch() noexcept { mismatched_ = false; }
 
-    // Writable space for bytes going to `offset`; flushes first when `offset` does not continue
-    // the pending bytes or when the buffer is full.
-    std::span<std::byte> space_at(std::uint64_t offset) {
-        if (used_ > 0 && (offset != start_ + used_ || used_ == buffer_.size())) {
+    // Writable space (at least `item` bytes) for bytes going to `offset`; flushes first when
+    // `offset` does not continue the pending bytes or when less than `item` bytes are free.
+    std::span<std::byte> space_at(std::uint64_t offset, std::size_t item) {
+        if (used_ > 0 && (offset != start_ + used_ || buffer_.size() - used_ < item)) {
             flush();
         }
         if (used_ == 0) {
@@ -62,21 +63,10 @@ class ExtentCopier::OutputStream {
         used_ = 0;
     }
 
-    // Bytes written around the buffer (copy_file_range) still count for write-back.
+    // Bytes written around the buffer (copy_file_range) are reported too.
     void note_written(std::uint64_t offset, std::uint64_t length) {
-        window_begin_ = std::min(window_begin_, offset);
-        window_end_ = std::max(window_end_, offset + length);
-        if (window_end_ - window_begin_ >= kWritebackWindow) {
-            file_.start_writeback(window_begin_, window_end_ - window_begin_);
-            started_.emplace_back(window_begin_, window_end_ - window_begin_);
-            window_begin_ = UINT64_MAX;
-            window_end_ = 0;
-            if (started_.size() > 1) {
-                auto [begin, length2] = started_.front();
-                started_.pop_front();
-                file_.wait_writeback(begin, length2);
-                file_.drop_cache(begin, length2);
-            }
+        if (write_behind_ != nullptr) {
+            write_behind_->written(offset, length);
         }
     }
 
@@ -84,41 +74,96 @@ class ExtentCopier::OutputStream {
     const File& file_;
     std::span<std::byte> buffer_;
     std::span<std::byte> readback_;
+    WriteBehind* write_behind_ = nullptr;
     bool compare_ = false;
     bool mismatched_ = false;
     std::size_t used_ = 0;
     std::uint64_t start_ = 0;
-    std::uint64_t window_begin_ = UINT64_MAX;
-    std::uint64_t window_end_ = 0;
-    std::deque<std::pair<std::uint64_t, std::uint64_t>> started_;
 };
 
 ExtentCopier::ExtentCopier(InputFiles& inputs, const CopyOptions& options)
     : inputs_(inputs), options_(options) {
     // Half the budget for output bytes, half for input chunks (pread + conversion) or mapped
     // windows, so the total stays within --buffer-size.
-    std::size_t share =
-        std::max<std::size_t>(options_.buffer_size / (options_.compare ? 3 : 2), 64);
-    output_buffer_.resize(share);
-    if (options_.backend != IoBackend::kMmap) {
-        input_buffer_.resize(share);
-    }
+    // A whole number of pages: a share that is not a multiple of the element size once left
+    // a few bytes no element fits in, and --verify looped forever.
+    share_ = std::max<std::size_t>(options_.buffer_size / (options_.compare ? 3 : 2) / 4096 * 4096,
+                                   4096);
+    output_buffer_ = std::make_unique_for_overwrite<std::byte[]>(share_);
     if (options_.compare) {
-        readback_buffer_.resize(share);
+        readback_buffer_ = std::make_unique_for_overwrite<std::byte[]>(share_);
     }
+}
+
+std::span<std::byte> ExtentCopier::input_chunk() {
+    if (!input_buffer_) {
+        input_buffer_ = std::make_unique_for_overwrite<std::byte[]>(share_);
+    }
+    return {input_buffer_.get(), share_};
+}
+
+void ExtentCopier::note_read(std::uint32_t file, std::uint64_t offset, std::uint64_t length) {
+    if (!options_.drop_input_cache) {
+        return;
+    }
+    // ZeRO-3 tensors interleave W inputs, but each input is read front to back: one pending
+    // range per input file merges its consecutive reads.
+    for (PendingDrop& pending : pending_drops_) {
+        if (pending.file != file) {
+            continue;
+        }
+        if (offset != pending.end) {
+            drop(pending);
+            pending.begin = offset;
+        }
+        pending.end = offset + length;
+        if (pending.end - pending.begin >= kDropBatch) {
+            drop(pending);
+            pending.begin = pending.end;
+        }
+        return;
+    }
+    if (pending_drops_.size() >= 64) {
+        drop_all_read();
+    }
+    pending_drops_.push_back({file, offset, offset + length});
+}
+
+void ExtentCopier::drop(const PendingDrop& range) {
+    // Advisory: an input the descriptor cache has closed since keeps its pages.
+    if (const File* input = inputs_.find_open(range.file);
+        input != nullptr && range.end > range.begin) {
+        input->drop_cache(range.begin, range.end - range.begin);
+    }
+}
+
+void ExtentCopier::drop_all_read() {
+    for (const PendingDrop& pending : pending_drops_) {
+        drop(pending);
+    }
+    pending_drops_.clear();
 }
 
 ExtentCopier::~ExtentCopier() = default;
 
 std::vector<std::uint32_t> ExtentCopier::copy(const File& output, std::span<const SlotCopy> slots) {
-    OutputStream out(output, output_buffer_);
+    OutputStream out(output, {output_buffer_.get(), share_}, write_behind_);
     std::vector<std::uint32_t> crcs(slots.size(), 0);
-    for (std::size_t i = 0; i < slots.size(); ++i) {
-        if (!copy_in_kernel(out, slots[i])) {
-            copy_slot(out, slots[i], crcs[i]);
+    write_behind_.start(output);
+    try {
+        for (std::size_t i = 0; i < slots.size(); ++i) {
+            if (!copy_in_kernel(out, slots[i])) {
+                copy_slot(out, slots[i], crcs[i]);
+            }
         }
+        out.flush();
+        write_behind_.finish();
+    } catch (...) {
+        // The helper must be done with `output` before the caller closes it.
+        write_behind_.abandon();
+        throw;
     }
-    out.flush();
+    drop_all_read();
     return crcs;
 }
 
@@ -127,7 +172,7 @@ ExtentCopier::Comparison ExtentCopier::compare(const File& output,
     if (!options_.compare) {
         throw_internal_error("ExtentCopier::compare without CopyOptions::compare");
     }
-    OutputStream out(output, output_buffer_, readback_buffer_);
+    OutputStream out(output, {output_buffer_.get(), share_}, {readback_buffer_.get(), share_});
     Comparison result;
     result.crcs.assign(slots.size(), 0);
     result.mismatched.assign(slots.size(), false);
@@ -137,6 +182,7 @@ ExtentCopier::Comparison ExtentCopier::compare(const File& output,
         out.flush();
         result.mismatched[i] = out.mismatched();
     }
+    drop_all_read();
     return result;
 }
 
@@ -152,8 +198,9 @@ bool ExtentCopier::copy_in_kernel(OutputStream& out, const SlotCopy& slot) {
         const File& input = inputs_.get(extent.file);
         std::uint64_t done = 0;
         while (done < extent.length) {
+            // Nothing passes through our buffers: bounded by the write-behind window instead.
             std::uint64_t want =
-                std::min<std::uint64_t>(extent.length - done, output_buffer_.size());
+                std::min<std::uint64_t>(extent.length - done, WriteBehind::kWindowBytes);
             std::int64_t copied =
                 copy_file_range_once(input, extent.offset + done, out.file(), position, want);
             if (copied < 0) {
@@ -170,9 +217,7 @@ bool ExtentCopier::copy_in_kernel(OutputStream& out, const SlotCopy& slot) {
             }
             auto bytes = static_cast<std::uint64_t>(copied);
             out.note_written(position, bytes);
-            if (options_.drop_input_cache) {
-                input.drop_cache(extent.offset + done, bytes);
-            }
+            note_read(extent.file, extent.offset + done, bytes);
             done += bytes;
             position += bytes;
             if (options_.on_progress) {
@@ -198,11 +243,10 @@ void ExtentCopier::copy_slot(OutputStream& out, const SlotCopy& slot, std::uint3
         const File& input = inputs_.get(extent.file);
         std::uint64_t done = 0;
         while (done < extent.length) {
-            std::span<std::byte> space = out.space_at(position);
+            std::span<std::byte> space = out.space_at(position, out_item);
             std::uint64_t elements = (extent.length - done) / in_item;
             elements = std::min<std::uint64_t>(elements, space.size() / out_item);
-            std::size_t window =
-                options_.backend == IoBackend::kMmap ? output_buffer_.size() : input_buffer_.size();
+            const std::size_t window = share_;
             if (convert || options_.backend == IoBackend::kMmap) {
                 elements = std::min<std::uint64_t>(elements, window / in_item);
             }
@@ -220,7 +264,7 @@ void ExtentCopier::copy_slot(OutputStream& out, const SlotCopy& slot, std::uint3
                         }
                     });
             } else if (convert) {
-                std::span<std::byte> chunk = std::span(input_buffer_).first(in_bytes);
+                std::span<std::byte> chunk = input_chunk().first(in_bytes);
                 input.read_exact(source_offset, chunk);
                 convert_elements(tensor.source_dtype, chunk, tensor.output_dtype, target);
             } else {
@@ -230,9 +274,7 @@ void ExtentCopier::copy_slot(OutputStream& out, const SlotCopy& slot, std::uint3
                 crc = crc32_update(crc, target);
             }
             out.commit(out_bytes);
-            if (options_.drop_input_cache) {
-                input.drop_cache(source_offset, in_bytes);
-            }
+            note_read(extent.file, source_offset, in_bytes);
             position += out_bytes;
             done += in_bytes;
             if (options_.on_progress) {

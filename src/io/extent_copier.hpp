@@ -11,18 +11,21 @@
 //                    falls back to pread where the file system refuses (EXDEV, EOPNOTSUPP...)
 //
 // Consecutive slots that are contiguous in the output share buffered writes. Input ranges are
-// dropped from the page cache after use and the output is pushed to disk in windows (see
-// OutputStream), because Slurm charges page cache to the job's memory limit.
+// dropped from the page cache after use (in batches of contiguous bytes per input file: each
+// drop has a fixed cost) and the output is pushed to disk and out of the cache behind the copy
+// (WriteBehind), because Slurm charges page cache to the job's memory limit.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <span>
 #include <vector>
 
 #include "io/input_files.hpp"
 #include "io/posix_file.hpp"
+#include "io/write_behind.hpp"
 #include "plan/tensor_plan.hpp"
 
 namespace z2f::io {
@@ -71,14 +74,30 @@ class ExtentCopier {
 
   private:
     class OutputStream;
+    // A byte range of an input read and not yet dropped from the page cache.
+    struct PendingDrop {
+        std::uint32_t file = 0;
+        std::uint64_t begin = 0;
+        std::uint64_t end = 0;
+    };
+
     void copy_slot(OutputStream& out, const SlotCopy& slot, std::uint32_t& crc);
     bool copy_in_kernel(OutputStream& out, const SlotCopy& slot);
+    std::span<std::byte> input_chunk();
+    void note_read(std::uint32_t file, std::uint64_t offset, std::uint64_t length);
+    void drop(const PendingDrop& range);
+    void drop_all_read();
 
     InputFiles& inputs_;
     CopyOptions options_;
-    std::vector<std::byte> input_buffer_;
-    std::vector<std::byte> output_buffer_;
-    std::vector<std::byte> readback_buffer_;  // compare mode only
+    // Allocated without zero-filling (every byte is written before it is read) and the input
+    // chunk only when a path needs it: page faults on untouched buffer pages are not free.
+    std::size_t share_ = 0;
+    std::unique_ptr<std::byte[]> input_buffer_;
+    std::unique_ptr<std::byte[]> output_buffer_;
+    std::unique_ptr<std::byte[]> readback_buffer_;  // compare mode only
+    std::vector<PendingDrop> pending_drops_;
+    WriteBehind write_behind_;
     bool fell_back_ = false;
 };
 

@@ -16,6 +16,11 @@ std::size_t InputFiles::default_capacity() {
     return static_cast<std::size_t>(std::clamp<std::uint64_t>(budget, 4, 4096));
 }
 
+const File* InputFiles::find_open(std::uint32_t index) const {
+    auto it = open_.find(index);
+    return it == open_.end() ? nullptr : &it->second.file;
+}
+
 const File& InputFiles::get(std::uint32_t index) {
     auto it = open_.find(index);
     if (it != open_.end()) {

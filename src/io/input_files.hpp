@@ -23,6 +23,8 @@ class InputFiles {
     InputFiles(std::vector<InputFile> inputs, std::size_t max_open);
 
     const File& get(std::uint32_t index);
+    // The file if it is open now, else nullptr (never opens one).
+    const File* find_open(std::uint32_t index) const;
     const InputFile& info(std::uint32_t index) const { return inputs_.at(index); }
     std::size_t open_count() const noexcept { return lru_.size(); }
     std::size_t peak_open() const noexcept { return peak_open_; }

@@ -172,6 +172,16 @@ void File::sync() const {
     }
 }
 
+void File::sync_data() const {
+    int rc;
+    do {
+        rc = ::fdatasync(fd_);
+    } while (rc != 0 && errno == EINTR);
+    if (rc != 0) {
+        throw_io_error("cannot fsync", path_, errno);
+    }
+}
+
 void File::start_writeback(std::uint64_t offset, std::uint64_t length) const {
     // Best effort: file systems without sync_file_range simply keep the pages dirty until fsync.
     (void)::sync_file_range(fd_, static_cast<off_t>(offset), static_cast<off_t>(length),

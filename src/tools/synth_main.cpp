@@ -15,6 +15,7 @@
 #include <mpi.h>
 
 #include "io/posix_file.hpp"
+#include "parallel/mpi_start.hpp"
 #include "synth/checkpoint_writer.hpp"
 #include "synth/synth_options.hpp"
 #include "zero2fp32/error.hpp"
@@ -218,7 +219,7 @@ void report_error(int rank, const z2f::Error& error) {
 }  // namespace
 
 int main(int argc, char** argv) {
-    MPI_Init(&argc, &argv);
+    z2f::parallel::start_mpi(&argc, &argv);
     int rank = 0;
     int size = 1;
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);

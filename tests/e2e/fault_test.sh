@@ -31,7 +31,12 @@ for ranks in 1 3; do
     expect_file "$out/.zero2fp32-run.json"
     run_mpi "$ranks" "$FIXTURE" "$out" "${SHARD[@]}" --resume
     expect_rc 0
-    grep -q "is complete, skipped" "$WORK/err.txt" || fail "--resume skipped nothing"
+    # One rank writes the small shards first and fails on the big one: two are complete. At
+    # three ranks the peers' small shards race the failing rank's message, which stops them
+    # between buffers; whatever they finished must be kept, but how much is timing.
+    if [[ $ranks -eq 1 ]]; then
+        [[ $(grep -c "is complete, skipped" "$WORK/err.txt") -eq 2 ]] || fail "--resume did not skip the two complete shards"
+    fi
     diff -r "$WORK/reference" "$out" >/dev/null || fail "resumed output differs from an uninterrupted run"
     expect_no_file "$out/.zero2fp32-run.json"
 done

@@ -332,5 +332,25 @@ TEST(MpiConversion, OneFileSharedByAllRanks) {
     }
 }
 
+TEST(MpiConversion, VerifyWithABufferNotAWholeNumberOfElements) {
+    // --verify splits the buffer in three; 1000 / 3 bytes once left a tail no float fits in,
+    // and the compare loop spun forever on zero-element chunks.
+    for (DTypeOption dtype : {DTypeOption::kFp32, DTypeOption::kBf16}) {
+        std::string out = output_dir("odd_buffer/" + std::to_string(static_cast<int>(dtype)));
+        auto odd = [&](ConvertOptions& o) {
+            o.dtype = dtype;
+            o.buffer_size = 1000;
+            o.verify = true;
+        };
+        ASSERT_EQ(convert("z2_ws2_frozen_bf16", out, odd), ExitCode::kOk);
+        ASSERT_EQ(convert("z3_ws4_fp32", out,
+                          [&](ConvertOptions& o) {
+                              odd(o);
+                              o.overwrite = true;
+                          }),
+                  ExitCode::kOk);
+    }
+}
+
 }  // namespace
 }  // namespace z2f

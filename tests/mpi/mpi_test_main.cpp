@@ -3,8 +3,11 @@
 #include <gtest/gtest.h>
 #include <mpi.h>
 
+#include "parallel/mpi_start.hpp"
+
 int main(int argc, char** argv) {
-    MPI_Init(&argc, &argv);
+    // As the executables do (a singleton without a launcher): the mpi.singleton test runs it.
+    z2f::parallel::start_mpi(&argc, &argv);
     ::testing::InitGoogleTest(&argc, argv);
     int rank = 0;
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);

@@ -1,0 +1,24 @@
+// Starting MPI: the one call both executables make instead of MPI_Init.
+//
+// Started without a launcher (`zero2fp32-mpi CKPT OUT`, the one-rank case), OpenMPI 4 runs the
+// process as a "singleton": it forks an `orted` daemon (for MPI_Comm_spawn, which we never call)
+// and initialises every transport it finds, UCX included, although a single process talks to
+// nobody. On the development machine that is 0.6 s of a 0.8 s start-up, as long as converting
+// a 200M-parameter model. So, and only when no launcher's variables are present (mpirun/orted,
+// PMIx as srun uses it, PMI-1/2, Hydra), we ask OpenMPI for an isolated singleton
+// (`ess_singleton_isolated`) with the plain `ob1` messaging layer: 0.1 s. Settings the user
+// already made (OMPI_MCA_* in the environment) win; other MPI libraries ignore these names.
+//
+// The thread level is MPI_THREAD_FUNNELED: the copy engine syncs outputs from a helper thread
+// that never calls MPI.
+#pragma once
+
+namespace z2f::parallel {
+
+// Whether the environment shows that an MPI launcher started this process.
+bool started_by_launcher();
+
+// MPI_Init_thread(FUNNELED), after the singleton settings above when no launcher started us.
+void start_mpi(int* argc, char*** argv);
+
+}  // namespace z2f::parallel
