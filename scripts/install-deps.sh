@@ -5,6 +5,7 @@
 #   scripts/install-deps.sh            build + run dependencies
 #   scripts/install-deps.sh --test     also what the test suite uses (Slurm, clang for the
 #                                      fuzzers, clang-format, and torch/h5py for cross-checks)
+#   scripts/install-deps.sh --bench    also what bench/ uses (python3 + matplotlib for the plot)
 set -euo pipefail
 
 packages=(
@@ -20,6 +21,9 @@ if [[ "${1:-}" == "--test" ]]; then
         python3-torch python3-h5py           # independent cross-checks of our outputs (optional)
         util-linux procps psmisc             # setsid, pgrep, fuser used by the fault tests
     )
+fi
+if [[ "${1:-}" == "--bench" ]]; then
+    packages+=(python3 python3-matplotlib)
 fi
 
 missing=()

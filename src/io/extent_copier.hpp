@@ -85,7 +85,7 @@ class ExtentCopier {
     bool copy_in_kernel(OutputStream& out, const SlotCopy& slot);
     std::span<std::byte> input_chunk();
     void note_read(std::uint32_t file, std::uint64_t offset, std::uint64_t length);
-    void drop(const PendingDrop& range);
+    void drop(PendingDrop& range);
     void drop_all_read();
 
     InputFiles& inputs_;
@@ -97,6 +97,7 @@ class ExtentCopier {
     std::unique_ptr<std::byte[]> output_buffer_;
     std::unique_ptr<std::byte[]> readback_buffer_;  // compare mode only
     std::vector<PendingDrop> pending_drops_;
+    std::uint64_t pending_bytes_ = 0;
     WriteBehind write_behind_;
     bool fell_back_ = false;
 };

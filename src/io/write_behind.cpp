@@ -18,7 +18,9 @@ WriteBehind::~WriteBehind() {
 }
 
 void WriteBehind::start(const File& file) {
-    std::lock_guard lock(mutex_);
+    std::unique_lock lock(mutex_);
+    // A step of the previous file may still be running (after its error was rethrown).
+    done_.wait(lock, [&] { return !busy_; });
     file_ = &file;
     queued_.clear();
     started_.clear();
@@ -149,10 +151,12 @@ void WriteBehind::run() {
         lock.lock();
         busy_ = false;
         if (error) {
+            // Nothing more for this file: no retry of a failed sync either.
             error_ = error;
             queued_.clear();
             started_.clear();
             pending_ = 0;
+            retired_since_sync_ = 0;
         } else if (step == Step::kRetire && !started_.empty()) {
             // abandon() may have emptied the queues meanwhile.
             started_.pop_front();

@@ -1,0 +1,507 @@
+#!/usr/bin/env python3
+"""zero2fp32-mpi against the storage's copy limit.
+
+For each model size: generate (or reuse) a synthetic ZeRO checkpoint with zero2fp32-synth, then
+time, with the page cache in the same state before every run and the contenders interleaved
+(so drift of a noisy machine hits all of them alike):
+
+  copy      cp of the fp32 output tree (same files, same bytes) + `sync FILE`, the copy limit
+  z2f       zero2fp32-mpi at each rank count x I/O backend x output dtype
+  external  optionally any command, e.g. DeepSpeed's zero_to_fp32.py
+
+and report the median wall time, GB/s, the ratio to the copy limit, the peak RSS (the tool's own
+max VmHWM over ranks; wait4 for the others) and the bytes read (the tool's own counter) against
+the bytes a conversion must read. Then the metadata phase of a 405B-shaped W=512 checkpoint (moments
+and masters as file holes). Writes results.csv, results.md and plot.png to --results.
+
+Only the Python standard library, plus matplotlib for the plot (python3-matplotlib).
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import datetime
+import json
+import os
+import platform
+import shlex
+import shutil
+import statistics
+import struct
+import subprocess
+import sys
+import time
+import zipfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+
+# Synthetic models. "201m" has the shape of the reference in the issue (a 201M-parameter ZeRO-3
+# checkpoint, W=4, bf16 run, Adam moments included: 2.5 GB of input for 0.8 GB of output). The
+# larger ones leave the moments out so that they stay in the page cache of a small machine.
+MODELS = {
+    "201m": ["--preset", "1b", "--hidden", "1024", "--vocab", "32000", "--params", "2.01e8"],
+    "540m": ["--preset", "1b", "--vocab", "32000", "--params", "5.4e8", "--no-moments"],
+    "1.5b": ["--preset", "1b", "--no-moments"],
+}
+MODEL_COMMON = ["--stage", "3", "--world-size", "4", "--dtype", "bf16", "--quiet"]
+METADATA_MODEL = ["--preset", "405b", "--stage", "3", "--world-size", "512", "--sparse-masters",
+                  "--quiet"]
+
+MIB = 1 << 20
+
+
+@dataclass
+class Run:
+    model: str
+    contender: str  # copy, z2f, external
+    ranks: int = 0
+    io: str = ""
+    dtype: str = ""
+    walls: list[float] = field(default_factory=list)
+    tool_walls: list[float] = field(default_factory=list)
+    rss: list[int] = field(default_factory=list)
+    bytes_read: list[int] = field(default_factory=list)
+    output_bytes: int = 0
+
+    @property
+    def label(self) -> str:
+        if self.contender == "z2f":
+            return f"zero2fp32-mpi -n {self.ranks} --io {self.io} --dtype {self.dtype}"
+        return self.contender
+
+
+def log(message: str) -> None:
+    print(f"[bench {time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
+
+
+def run_checked(argv: list[str], **kwargs) -> None:
+    result = subprocess.run(argv, **kwargs)
+    if result.returncode != 0:
+        raise SystemExit(f"bench: failed ({result.returncode}): {shlex.join(argv)}")
+
+
+def timed(argv: list[str], env: dict[str, str] | None = None) -> tuple[float, int]:
+    """Runs argv; returns (wall seconds, peak RSS in bytes of it and its waited-for children)."""
+    start = time.perf_counter()
+    process = subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    stderr = process.stderr.read()
+    _, status, usage = os.wait4(process.pid, 0)
+    wall = time.perf_counter() - start
+    process.returncode = os.waitstatus_to_exitcode(status)
+    if process.returncode != 0:
+        sys.stderr.write(stderr.decode(errors="replace"))
+        raise SystemExit(f"bench: failed ({process.returncode}): {shlex.join(argv)}")
+    return wall, usage.ru_maxrss * 1024
+
+
+def files_under(path: Path) -> list[Path]:
+    return sorted(p for p in path.rglob("*") if p.is_file())
+
+
+def warm(paths: list[Path]) -> None:
+    """Reads every file once so that its pages are in the cache (what "warm" means here)."""
+    buffer = bytearray(16 * MIB)
+    for path in paths:
+        with open(path, "rb", buffering=0) as f:
+            while f.readinto(buffer):
+                pass
+
+
+def drop_caches() -> None:
+    os.sync()
+    with open("/proc/sys/vm/drop_caches", "w") as f:
+        f.write("3\n")
+
+
+def settle(inputs: list[Path], cold: bool) -> None:
+    """The page cache state every contender starts from."""
+    os.sync()
+    if cold:
+        drop_caches()
+    else:
+        warm(inputs)
+
+
+def tensor_payload_bytes(output_dir: Path) -> int:
+    """Sum of the tensor byte spans in the safetensors headers of an output directory."""
+    total = 0
+    for path in output_dir.glob("*.safetensors"):
+        with open(path, "rb") as f:
+            (length,) = struct.unpack("<Q", f.read(8))
+            header = json.loads(f.read(length))
+        for name, entry in header.items():
+            if name != "__metadata__":
+                begin, end = entry["data_offsets"]
+                total += end - begin
+    return total
+
+
+def pickle_bytes(checkpoint_tag_dir: Path) -> int:
+    """data.pkl records plus the zip directories of every torch file: the metadata a conversion
+    reads besides tensor bytes."""
+    total = 0
+    for path in checkpoint_tag_dir.glob("*.pt"):
+        with zipfile.ZipFile(path) as archive:
+            for info in archive.infolist():
+                if info.filename.endswith("/data.pkl"):
+                    total += info.file_size
+            total += sum(46 + len(i.filename.encode()) + len(i.extra) for i in archive.infolist())
+    return total
+
+
+def tag_dir(checkpoint: Path) -> Path:
+    return checkpoint / (checkpoint / "latest").read_text().strip()
+
+
+class Bench:
+    def __init__(self, args: argparse.Namespace):
+        self.args = args
+        self.build = Path(args.build).resolve()
+        self.z2f = self.build / "src" / "zero2fp32-mpi"
+        self.synth = self.build / "src" / "zero2fp32-synth"
+        for binary in (self.z2f, self.synth):
+            if not binary.exists():
+                raise SystemExit(f"bench: {binary} not found; build first (cmake --preset release)")
+        self.work = Path(args.work).resolve()
+        self.results = Path(args.results).resolve()
+        self.work.mkdir(parents=True, exist_ok=True)
+        self.results.mkdir(parents=True, exist_ok=True)
+        self.env = dict(os.environ)
+        if os.geteuid() == 0:
+            self.env.setdefault("OMPI_ALLOW_RUN_AS_ROOT", "1")
+            self.env.setdefault("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
+
+    def launch(self, ranks: int, argv: list[str]) -> list[str]:
+        if ranks == 1 and not self.args.launch_one:
+            return argv  # a singleton, as `zero2fp32-mpi CKPT OUT` is usually run
+        return shlex.split(self.args.launcher.format(n=ranks)) + argv
+
+    def checkpoint(self, model: str) -> Path:
+        path = self.work / f"ckpt-{model}"
+        args = MODELS[model] + MODEL_COMMON
+        stamp = path / ".synth-args"
+        if stamp.exists() and stamp.read_text() == shlex.join(args) and (path / "latest").exists():
+            return path
+        shutil.rmtree(path, ignore_errors=True)
+        log(f"generating {model}: zero2fp32-synth {shlex.join(args)}")
+        run_checked(self.launch(self.args.synth_ranks, [str(self.synth), *args, str(path)]),
+                    env=self.env)
+        stamp.write_text(shlex.join(args))
+        return path
+
+    def z2f_argv(self, checkpoint: Path, out: Path, ranks: int, io: str, dtype: str,
+                 summary: Path) -> list[str]:
+        return self.launch(ranks, [str(self.z2f), str(checkpoint), str(out), "--io", io,
+                                   "--dtype", dtype, "--summary-json", str(summary),
+                                   "--progress", "never", "-q", *self.args.z2f_option])
+
+    def bench_model(self, model: str) -> tuple[list[Run], dict]:
+        checkpoint = self.checkpoint(model)
+        inputs = files_under(tag_dir(checkpoint))
+        out = self.work / "out"
+        copy_source = self.work / f"copy-source-{model}"
+        summary = self.work / "summary.json"
+
+        # The copy source: the tool's own fp32 output (same files, same sizes).
+        shutil.rmtree(out, ignore_errors=True)
+        shutil.rmtree(copy_source, ignore_errors=True)
+        run_checked([str(self.z2f), str(checkpoint), str(copy_source), "-q", "--progress", "never"],
+                    env=self.env)
+        output_bytes = sum(p.stat().st_size for p in files_under(copy_source))
+        needed = tensor_payload_bytes(copy_source) + pickle_bytes(tag_dir(checkpoint))
+        info = {"model": model, "synth": shlex.join(MODELS[model] + MODEL_COMMON),
+                "input_bytes": sum(p.stat().st_size for p in inputs),
+                "fp32_output_bytes": output_bytes, "needed_read_bytes": needed}
+        log(f"{model}: {info['input_bytes'] / 1e9:.2f} GB of input, "
+            f"{output_bytes / 1e9:.3f} GB of fp32 output")
+
+        runs = [Run(model, "copy", output_bytes=output_bytes)]
+        for ranks in self.args.ranks:
+            for io in self.args.io:
+                for dtype in self.args.dtype:
+                    runs.append(Run(model, "z2f", ranks, io, dtype))
+        if self.args.external:
+            runs.append(Run(model, "external"))
+
+        for repeat in range(self.args.repeat):
+            log(f"{model}: round {repeat + 1} of {self.args.repeat}")
+            for run in runs:
+                shutil.rmtree(out, ignore_errors=True)
+                if run.contender == "copy":
+                    settle(files_under(copy_source), self.args.cold)
+                    script = 'cp -r --reflink=never "$1" "$2" && sync "$2"/*'
+                    wall, rss = timed(["sh", "-c", script, "sh", str(copy_source), str(out)])
+                elif run.contender == "z2f":
+                    settle(inputs, self.args.cold)
+                    summary.unlink(missing_ok=True)
+                    wall, rss = timed(self.z2f_argv(checkpoint, out, run.ranks, run.io,
+                                                    run.dtype, summary), env=self.env)
+                    report = json.loads(summary.read_text())
+                    rss = report["peak_rss_bytes"]
+                    run.tool_walls.append(report["wall_seconds"])
+                    run.bytes_read.append(report["bytes_read"])
+                    run.output_bytes = report["output_bytes"]
+                else:
+                    settle(inputs, self.args.cold)
+                    argv = shlex.split(self.args.external.format(ckpt=checkpoint, out=out))
+                    wall, rss = timed(argv, env=self.env)
+                    run.output_bytes = sum(p.stat().st_size for p in files_under(out))
+                run.walls.append(wall)
+                run.rss.append(rss)
+        shutil.rmtree(out, ignore_errors=True)
+        if not self.args.keep:
+            shutil.rmtree(copy_source, ignore_errors=True)
+        return runs, info
+
+    def bench_metadata(self) -> list[dict]:
+        path = self.work / "ckpt-405b-w512"
+        stamp = path / ".synth-args"
+        if not (stamp.exists() and stamp.read_text() == shlex.join(METADATA_MODEL)):
+            shutil.rmtree(path, ignore_errors=True)
+            log("generating 405b W=512 (sparse): zero2fp32-synth " + shlex.join(METADATA_MODEL))
+            run_checked(self.launch(self.args.synth_ranks,
+                                    [str(self.synth), *METADATA_MODEL, str(path)]), env=self.env)
+            stamp.write_text(shlex.join(METADATA_MODEL))
+        rows = []
+        summary = self.work / "summary.json"
+        for ranks in self.args.ranks:
+            samples = []
+            for _ in range(self.args.repeat):
+                os.sync()  # pickles are read warm: the metadata phase, not the disk
+                summary.unlink(missing_ok=True)
+                wall, rss = timed(self.launch(ranks, [str(self.z2f), str(path),
+                                                      str(self.work / "out-405b"), "--dry-run",
+                                                      "--summary-json", str(summary), "-q"]),
+                                  env=self.env)
+                report = json.loads(summary.read_text())
+                phases = report["phase_seconds"]
+                samples.append({"wall": wall, "discover": phases.get("discover", 0.0),
+                                "metadata": phases.get("metadata", 0.0),
+                                "plan": phases.get("plan", 0.0),
+                                "rss": report["peak_rss_bytes"], "tensors": report["tensors"]})
+            rows.append({"ranks": ranks,
+                         **{k: statistics.median(s[k] for s in samples) for k in samples[0]}})
+            log(f"405b W=512 metadata at {ranks} rank(s): {rows[-1]}")
+        return rows
+
+
+def median(values: list[float]) -> float:
+    return statistics.median(values) if values else float("nan")
+
+
+def write_results(bench: Bench, all_runs: list[Run], infos: list[dict], metadata: list[dict],
+                  started: str) -> list[str]:
+    results = bench.results
+    info_by_model = {i["model"]: i for i in infos}
+    copy_wall = {r.model: median(r.walls) for r in all_runs if r.contender == "copy"}
+
+    rows = []
+    for run in all_runs:
+        info = info_by_model[run.model]
+        wall = median(run.walls)
+        is_fp32 = run.contender == "copy" or run.dtype == "fp32" or run.contender == "external"
+        rows.append({
+            "model": run.model,
+            "fp32_output_gb": info["fp32_output_bytes"] / 1e9,
+            "contender": run.label,
+            "ranks": run.ranks or "",
+            "io": run.io,
+            "dtype": run.dtype or ("fp32" if run.contender == "copy" else ""),
+            "wall_s": wall,
+            "wall_min_s": min(run.walls),
+            "tool_wall_s": median(run.tool_walls) if run.tool_walls else "",
+            "output_gb": run.output_bytes / 1e9,
+            "gb_per_s": run.output_bytes / wall / 1e9,
+            "x_copy": wall / copy_wall[run.model] if is_fp32 else "",
+            "peak_rss_mib": max(run.rss) / MIB,
+            "read_x_needed": (max(run.bytes_read) / info["needed_read_bytes"]
+                              if run.bytes_read else ""),
+            "runs": len(run.walls),
+        })
+    with open(results / "results.csv", "w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=list(rows[0].keys()))
+        writer.writeheader()
+        writer.writerows(rows)
+
+    def fmt(value, spec):
+        return format(value, spec) if isinstance(value, (int, float)) and value != "" else "—"
+
+    lines = [f"# zero2fp32-mpi benchmark, {started}", ""]
+    lines += [f"- machine: {os.cpu_count()} cores, {platform.release()}, "
+              f"{meminfo_gib():.0f} GiB RAM; "
+              f"work dir {bench.work} on {filesystem(bench.work)}",
+              f"- page cache: {'cold (dropped before each run)' if bench.args.cold else 'inputs warm before each run'}; "
+              f"median of {bench.args.repeat} interleaved rounds",
+              f"- launcher for >1 rank: `{bench.args.launcher}`",
+              f"- command: `{shlex.join(sys.argv)}`", ""]
+    for info in infos:
+        lines.append(f"- **{info['model']}**: `zero2fp32-synth {info['synth']}` — "
+                     f"{info['input_bytes'] / 1e9:.2f} GB of checkpoint, "
+                     f"{info['fp32_output_bytes'] / 1e9:.3f} GB of fp32 output")
+    lines += ["", "| model | contender | wall s | GB/s | × copy | peak RSS MiB | read ÷ needed |",
+              "| --- | --- | ---: | ---: | ---: | ---: | ---: |"]
+    for row in rows:
+        lines.append(f"| {row['model']} | {row['contender']} | {row['wall_s']:.3f} | "
+                     f"{row['gb_per_s']:.2f} | {fmt(row['x_copy'], '.2f')} | "
+                     f"{row['peak_rss_mib']:.0f} | {fmt(row['read_x_needed'], '.3f')} |")
+    if metadata:
+        lines += ["", "Metadata of a 405B-shaped ZeRO-3 checkpoint, W = 512 optimizer files "
+                  "(`zero2fp32-synth " + shlex.join(METADATA_MODEL) + "`), `--dry-run`:", "",
+                  "| ranks | discover s | metadata s | plan s | wall s | peak RSS MiB |",
+                  "| ---: | ---: | ---: | ---: | ---: | ---: |"]
+        for m in metadata:
+            lines.append(f"| {m['ranks']} | {m['discover']:.3f} | {m['metadata']:.3f} | "
+                         f"{m['plan']:.3f} | {m['wall']:.3f} | {m['rss'] / MIB:.0f} |")
+
+    checks = target_checks(rows, metadata)
+    lines += ["", "Targets:", ""] + [f"- {c}" for c in checks]
+    (results / "results.md").write_text("\n".join(lines) + "\n")
+    plot(results / "plot.png", rows)
+    return lines
+
+
+def meminfo_gib() -> float:
+    for line in Path("/proc/meminfo").read_text().splitlines():
+        if line.startswith("MemTotal:"):
+            return int(line.split()[1]) / (1 << 20)
+    return 0.0
+
+
+def filesystem(path: Path) -> str:
+    result = subprocess.run(["df", "--output=fstype,source", str(path)], capture_output=True,
+                            text=True)
+    parts = result.stdout.split()
+    return f"{parts[2]} ({parts[3]})" if len(parts) >= 4 else "unknown"
+
+
+def target_checks(rows: list[dict], metadata: list[dict]) -> list[str]:
+    checks = []
+    models = sorted({r["model"] for r in rows}, key=lambda m: next(
+        r["fp32_output_gb"] for r in rows if r["model"] == m))
+    for model in models:
+        fp32 = [r for r in rows if r["model"] == model and r["contender"].startswith("zero2")
+                and r["dtype"] == "fp32" and r["ranks"] in (1, 2)]
+        if fp32:
+            best = min(fp32, key=lambda r: r["x_copy"])
+            verdict = "PASS" if best["x_copy"] <= 1.3 else "MISS"
+            checks.append(f"{verdict} {model}: best fp32 run ({best['contender']}) is "
+                          f"{best['x_copy']:.2f} × the copy limit (target ≤ 1.3)")
+    z2f = [r for r in rows if r["contender"].startswith("zero2")]
+    if z2f:
+        worst = max(z2f, key=lambda r: r["peak_rss_mib"])
+        verdict = "PASS" if worst["peak_rss_mib"] <= 128 else "MISS"
+        checks.append(f"{verdict} peak RSS per rank at most {worst['peak_rss_mib']:.0f} MiB "
+                      f"({worst['model']}, {worst['contender']}; target ≤ 128)")
+        if len(models) >= 2:
+            small, large = models[0], models[-1]
+            spreads = []
+            for r in z2f:
+                if r["model"] != small:
+                    continue
+                twin = [t for t in z2f if t["model"] == large and t["contender"] == r["contender"]]
+                if twin:
+                    spreads.append(twin[0]["peak_rss_mib"] / r["peak_rss_mib"] - 1)
+            if spreads:
+                worst_spread = max(spreads, key=abs)
+                verdict = "PASS" if abs(worst_spread) <= 0.10 else "MISS"
+                checks.append(f"{verdict} RSS flat: {large} vs {small}, same configuration, "
+                              f"differ by at most {worst_spread * 100:+.1f} % (target ±10 %)")
+        ratio = max(r["read_x_needed"] for r in z2f if r["read_x_needed"] != "")
+        verdict = "PASS" if ratio <= 1.05 else "MISS"
+        checks.append(f"{verdict} bytes read at most {ratio:.3f} × the bytes needed (target ≤ 1.05)")
+    for m in metadata:
+        phase = m["discover"] + m["metadata"]
+        verdict = "PASS" if phase < 2.0 else "MISS"
+        checks.append(f"{verdict} 405B W=512 discover+metadata at {m['ranks']} rank(s): "
+                      f"{phase:.2f} s (target < 2 s)")
+    return checks
+
+
+def plot(path: Path, rows: list[dict]) -> None:
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        log("no matplotlib (apt install python3-matplotlib): plot.png skipped")
+        return
+    figure, (time_axis, rss_axis) = plt.subplots(1, 2, figsize=(11, 4.2))
+    series: dict[str, list[tuple[float, float, float]]] = {}
+    for row in rows:
+        if row["contender"].startswith("zero2") and row["dtype"] != "fp32":
+            continue
+        series.setdefault(row["contender"], []).append(
+            (row["fp32_output_gb"], row["wall_s"], row["peak_rss_mib"]))
+    for label, points in sorted(series.items()):
+        points.sort()
+        style = {"linewidth": 2.5, "color": "black"} if label == "copy" else {}
+        time_axis.plot([p[0] for p in points], [p[1] for p in points], marker="o", label=label,
+                       **style)
+        if label != "copy":
+            rss_axis.plot([p[0] for p in points], [p[2] for p in points], marker="o", label=label)
+    time_axis.set(xlabel="fp32 output (GB)", ylabel="wall time (s)", title="time (fp32 output)")
+    rss_axis.set(xlabel="fp32 output (GB)", ylabel="peak RSS per rank (MiB)",
+                 title="memory", ylim=(0, None))
+    rss_axis.axhline(128, color="red", linestyle=":", label="128 MiB target")
+    time_axis.legend(fontsize=7)
+    rss_axis.legend(fontsize=7)
+    figure.tight_layout()
+    figure.savefig(path, dpi=110)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--models", default="201m,540m,1.5b",
+                        help=f"comma-separated, of {', '.join(MODELS)} (default: all)")
+    parser.add_argument("--ranks", default="1,2", help="rank counts (default 1,2)")
+    parser.add_argument("--io", default="pread,mmap,copy_file_range", help="I/O backends")
+    parser.add_argument("--dtype", default="fp32,bf16", help="output dtypes")
+    parser.add_argument("--repeat", type=int, default=3, help="interleaved rounds (median)")
+    parser.add_argument("--cold", action="store_true",
+                        help="drop the page cache before each run (root) instead of warming inputs")
+    parser.add_argument("--external", default="",
+                        help="another converter, {ckpt} and {out} substituted, e.g. "
+                             "'python3 zero_to_fp32.py {ckpt} {out} --safe_serialization'")
+    parser.add_argument("--launcher", default="mpiexec -n {n} --bind-to none",
+                        help="how to start n ranks (default 'mpiexec -n {n} --bind-to none'; "
+                             "on Slurm 'srun -n {n}')")
+    parser.add_argument("--launch-one", action="store_true",
+                        help="start 1 rank through the launcher too (default: a singleton)")
+    parser.add_argument("--synth-ranks", type=int, default=1, help="ranks writing checkpoints")
+    parser.add_argument("--no-metadata", action="store_true", help="skip the 405B W=512 step")
+    parser.add_argument("--z2f-option", action="append", default=[],
+                        help="extra zero2fp32-mpi option (repeatable)")
+    parser.add_argument("--build", default=str(REPO / "build" / "release"))
+    parser.add_argument("--work", default=str(REPO / "bench" / "work"),
+                        help="checkpoints and outputs: put it on the file system to measure")
+    parser.add_argument("--results", default=str(REPO / "bench" / "results"))
+    parser.add_argument("--keep", action="store_true", help="keep the copy sources")
+    args = parser.parse_args()
+    args.models = [m for m in args.models.split(",") if m]
+    for model in args.models:
+        if model not in MODELS:
+            parser.error(f"unknown model {model!r}; known: {', '.join(MODELS)}")
+    args.ranks = [int(n) for n in args.ranks.split(",")]
+    args.io = args.io.split(",")
+    args.dtype = args.dtype.split(",")
+    if args.cold and os.geteuid() != 0:
+        parser.error("--cold needs root (writes /proc/sys/vm/drop_caches)")
+
+    bench = Bench(args)
+    started = datetime.datetime.now().strftime("%Y-%m-%d %H:%M")
+    all_runs, infos = [], []
+    for model in args.models:
+        runs, info = bench.bench_model(model)
+        all_runs += runs
+        infos.append(info)
+    metadata = [] if args.no_metadata else bench.bench_metadata()
+    lines = write_results(bench, all_runs, infos, metadata, started)
+    print("\n".join(lines))
+    log(f"wrote {bench.results}/results.md, results.csv, plot.png")
+
+
+if __name__ == "__main__":
+    main()
