@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Every case of the corrupt-checkpoint corpus (tests/tools/make_corrupt_corpus.cpp), at 1 and 3
-# ranks (Z2F_CORPUS_RANKS; the sanitizer build uses 1 only): a one-line error that names the file (or says what was expected), a non-zero exit that
-# is not a signal, within 10 seconds, and an output directory left untouched (no index, no file).
+# ranks (Z2F_CORPUS_RANKS; the sanitizer build uses 1 only): a one-line error that names the
+# file (or says what was expected), a non-zero exit that is not a signal, within 10 seconds, and
+# an output directory left untouched (no index, no file).
 source "$(dirname "$0")/lib.sh"
 
 "$Z2F_CORPUS_TOOL" "$Z2F_FIXTURES" "$WORK/corpus" || { echo "cannot build the corpus"; exit 1; }
