@@ -274,7 +274,8 @@ class Bench:
                 summary.unlink(missing_ok=True)
                 wall, rss = timed(self.launch(ranks, [str(self.z2f), str(path),
                                                       str(self.work / "out-405b"), "--dry-run",
-                                                      "--summary-json", str(summary), "-q"]),
+                                                      "--no-space-check", "--summary-json",
+                                                      str(summary), "-q"]),
                                   env=self.env)
                 report = json.loads(summary.read_text())
                 phases = report["phase_seconds"]
@@ -497,8 +498,10 @@ def main() -> None:
         runs, info = bench.bench_model(model)
         all_runs += runs
         infos.append(info)
-    metadata = [] if args.no_metadata else bench.bench_metadata()
-    lines = write_results(bench, all_runs, infos, metadata, started)
+    # Written now and again after the metadata step: a failure there keeps the model results.
+    lines = write_results(bench, all_runs, infos, [], started)
+    if not args.no_metadata:
+        lines = write_results(bench, all_runs, infos, bench.bench_metadata(), started)
     print("\n".join(lines))
     log(f"wrote {bench.results}/results.md, results.csv, plot.png")
 
