@@ -134,7 +134,7 @@ void ExtentCopier::drop(PendingDrop& range) {
     // Advisory: an input the descriptor cache has closed since keeps its pages.
     if (const File* input = inputs_.find_open(range.file);
         input != nullptr && range.end > range.begin) {
-        input->drop_cache(range.begin, range.end - range.begin);
+        write_behind_.drop_later(*input, range.begin, range.end - range.begin);
     }
     pending_bytes_ -= range.end - range.begin;
     range.begin = range.end;

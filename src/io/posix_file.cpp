@@ -206,6 +206,19 @@ void File::drop_cache(std::uint64_t offset, std::uint64_t length) const {
                           POSIX_FADV_DONTNEED);
 }
 
+std::optional<File> File::try_duplicate() const noexcept {
+    int fd = ::fcntl(fd_, F_DUPFD_CLOEXEC, 0);
+    if (fd < 0) {
+        return std::nullopt;
+    }
+    try {
+        return File(fd, path_);
+    } catch (...) {  // the path's copy
+        ::close(fd);
+        return std::nullopt;
+    }
+}
+
 void File::close() {
     if (fd_ >= 0) {
         int rc = ::close(fd_);

@@ -7,6 +7,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -64,6 +65,9 @@ class File {
     void wait_writeback(std::uint64_t offset, std::uint64_t length) const;
     // Drops the range from the page cache (posix_fadvise DONTNEED); advisory, never fails.
     void drop_cache(std::uint64_t offset, std::uint64_t length) const;
+    // A second descriptor of the same open file (dup), for work done after this one may be
+    // closed; nullopt when none is available (EMFILE...).
+    std::optional<File> try_duplicate() const noexcept;
     void close();
 
   private:

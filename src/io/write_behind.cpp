@@ -1,6 +1,7 @@
 #include "io/write_behind.hpp"
 
 #include <algorithm>
+#include <optional>
 #include <signal.h>
 
 namespace z2f::io {
@@ -8,7 +9,9 @@ namespace z2f::io {
 WriteBehind::~WriteBehind() {
     abandon();
     {
-        std::lock_guard lock(mutex_);
+        std::unique_lock lock(mutex_);
+        // Input drops are advisory but cheap to finish: leave the cache as the copy meant to.
+        done_.wait(lock, [&] { return drops_.empty() || !thread_.joinable(); });
         stop_ = true;
     }
     work_.notify_all();
@@ -77,6 +80,21 @@ void WriteBehind::abandon() noexcept {
     window_end_ = 0;
 }
 
+void WriteBehind::drop_later(const File& input, std::uint64_t offset,
+                             std::uint64_t length) noexcept {
+    {
+        std::lock_guard lock(mutex_);
+        if (thread_.joinable() && drops_.size() < kMaxQueuedDrops) {
+            if (std::optional<File> copy = input.try_duplicate()) {
+                drops_.push_back({std::move(*copy), offset, length});
+                work_.notify_one();
+                return;
+            }
+        }
+    }
+    input.drop_cache(offset, length);
+}
+
 void WriteBehind::hand_over_locked(Range range) {
     queued_.push_back(range);
     pending_ += range.length;
@@ -99,7 +117,7 @@ bool WriteBehind::must_retire_locked() const {
 }
 
 bool WriteBehind::has_step_locked() const {
-    return !queued_.empty() || must_retire_locked() ||
+    return !queued_.empty() || must_retire_locked() || !drops_.empty() ||
            (retired_since_sync_ >= kSyncBytes && !finishing_ && file_ != nullptr);
 }
 
@@ -116,9 +134,10 @@ void WriteBehind::run() {
             return;
         }
         // Start every queued window first (the device gets work early), then retire the
-        // oldest beyond the in-flight limit, then sync.
+        // oldest beyond the in-flight limit, then drop inputs, then sync.
         Step step = Step::kSync;
         Range range;
+        std::optional<Drop> drop;
         if (!queued_.empty()) {
             step = Step::kStart;
             range = queued_.front();
@@ -127,6 +146,10 @@ void WriteBehind::run() {
         } else if (must_retire_locked()) {
             step = Step::kRetire;
             range = started_.front();
+        } else if (!drops_.empty()) {
+            step = Step::kDrop;
+            drop.emplace(std::move(drops_.front()));
+            drops_.pop_front();
         }
         const File* file = file_;
         busy_ = true;
@@ -140,6 +163,10 @@ void WriteBehind::run() {
                 case Step::kRetire:
                     file->wait_writeback(range.offset, range.length);
                     file->drop_cache(range.offset, range.length);
+                    break;
+                case Step::kDrop:
+                    drop->input.drop_cache(drop->offset, drop->length);
+                    drop.reset();  // closes the duplicate outside the lock
                     break;
                 case Step::kSync:
                     file->sync_data();

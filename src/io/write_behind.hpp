@@ -14,6 +14,12 @@
 // must not hold more than about kMaxPendingBytes + kWindowBytes of its output in the cache, so
 // `written()` blocks while that much is waiting for the helper.
 //
+// The same thread also drops the input ranges the copy has read (`drop_later`): each drop has a
+// fixed cost of a fraction of a millisecond (the kernel drains every CPU's page lists), and
+// ZeRO-3 inputs are read in many small extents; in the copy loop those drops took a tenth of a
+// 200M-parameter conversion. The helper works on its own duplicate of the input's descriptor,
+// so the input may be closed meanwhile.
+//
 // The file must stay open until `finish()` or `abandon()` has returned. Errors of the helper
 // (EIO, ENOSPC from write-back or fdatasync) are rethrown by the next `written()` or
 // `finish()` in the calling thread. The helper never calls MPI and blocks every signal, so
@@ -36,8 +42,9 @@ class WriteBehind {
     // Write-back unit. Large enough for big sequential device requests, small enough to
     // keep the cache footprint and the time to retire one window short.
     static constexpr std::uint64_t kWindowBytes = std::uint64_t{32} << 20;
-    // Windows under write-back before the oldest is waited for and dropped.
-    static constexpr std::size_t kWindowsInFlight = 2;
+    // Windows under write-back before the oldest is waited for and dropped. Measured on a
+    // virtio disk: 4 windows converted a 0.8 GB model 7 % faster than 2; 8 or 16 no faster.
+    static constexpr std::size_t kWindowsInFlight = 4;
     // Bytes handed over but not yet retired above which the writer waits.
     static constexpr std::uint64_t kMaxPendingBytes = kWindowBytes * (kWindowsInFlight + 1);
     // Retired bytes between two fdatasync calls of the helper.
@@ -58,13 +65,22 @@ class WriteBehind {
     // Drops the remaining work (an error path) and waits until the helper no longer touches
     // the file. Never throws.
     void abandon() noexcept;
+    // Drops [offset, offset + length) of `input` from the page cache, on the helper thread when
+    // it runs (else, or when kMaxQueuedDrops are waiting, right here). Advisory: never throws.
+    void drop_later(const File& input, std::uint64_t offset, std::uint64_t length) noexcept;
+    static constexpr std::size_t kMaxQueuedDrops = 256;
 
   private:
     struct Range {
         std::uint64_t offset = 0;
         std::uint64_t length = 0;
     };
-    enum class Step : std::uint8_t { kStart, kRetire, kSync };
+    struct Drop {
+        File input;  // a duplicate descriptor
+        std::uint64_t offset = 0;
+        std::uint64_t length = 0;
+    };
+    enum class Step : std::uint8_t { kStart, kRetire, kDrop, kSync };
 
     void run();
     bool must_retire_locked() const;
@@ -82,6 +98,7 @@ class WriteBehind {
     const File* file_ = nullptr;
     std::deque<Range> queued_;   // full windows not started yet
     std::deque<Range> started_;  // under write-back, oldest first
+    std::deque<Drop> drops_;     // input ranges to drop
     std::uint64_t pending_ = 0;  // bytes in queued_ and started_
     std::uint64_t retired_since_sync_ = 0;
     std::exception_ptr error_;
