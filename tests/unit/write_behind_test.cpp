@@ -100,5 +100,23 @@ TEST(WriteBehind, AbandonDropsPendingWork) {
     behind.finish();
 }
 
+TEST(WriteBehind, InputDropsRunOnTheHelperAndOutliveTheInput) {
+    testing::TempDir dir;
+    testing::write_file_bytes(dir.file("input"), std::vector<std::byte>(1 << 16));
+    WriteBehind behind;
+    {
+        File input = File::open_read(dir.file("input"));
+        behind.drop_later(input, 0, 4096);  // no helper yet: dropped right here
+        File output = File::open_write(dir.file("out"));
+        behind.start(output);
+        // More than the queue holds: the overflow is dropped inline.
+        for (std::size_t i = 0; i < 2 * WriteBehind::kMaxQueuedDrops; ++i) {
+            behind.drop_later(input, (i % 16) * 4096, 4096);
+        }
+        behind.written(0, 10);
+        behind.finish();
+    }  // the input is closed while its drops may still be queued: they use their own descriptor
+}
+
 }  // namespace
 }  // namespace z2f::io
