@@ -445,7 +445,8 @@ def plot(path: Path, rows: list[dict]) -> None:
             rss_axis.plot([p[0] for p in points], [p[2] for p in points], marker="o", label=label)
     time_axis.set(xlabel="fp32 output (GB)", ylabel="wall time (s)", title="time (fp32 output)")
     rss_axis.set(xlabel="fp32 output (GB)", ylabel="peak RSS per rank (MiB)",
-                 title="memory", ylim=(0, None))
+                 title="memory", ylim=(0, max([140] + [p[2] * 1.1 for v in series.values()
+                                                      for p in v])))
     rss_axis.axhline(128, color="red", linestyle=":", label="128 MiB target")
     time_axis.legend(fontsize=7)
     rss_axis.legend(fontsize=7)

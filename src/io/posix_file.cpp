@@ -162,24 +162,27 @@ void File::truncate(std::uint64_t size) const {
     }
 }
 
-void File::sync() const {
+namespace {
+
+// fsync or fdatasync, retried on EINTR.
+void sync_or_throw(int (*sync_call)(int), int fd, const std::string& path) {
     int rc;
     do {
-        rc = ::fsync(fd_);
+        rc = sync_call(fd);
     } while (rc != 0 && errno == EINTR);
     if (rc != 0) {
-        throw_io_error("cannot fsync", path_, errno);
+        throw_io_error("cannot fsync", path, errno);
     }
 }
 
+}  // namespace
+
+void File::sync() const {
+    sync_or_throw(::fsync, fd_, path_);
+}
+
 void File::sync_data() const {
-    int rc;
-    do {
-        rc = ::fdatasync(fd_);
-    } while (rc != 0 && errno == EINTR);
-    if (rc != 0) {
-        throw_io_error("cannot fsync", path_, errno);
-    }
+    sync_or_throw(::fdatasync, fd_, path_);
 }
 
 void File::start_writeback(std::uint64_t offset, std::uint64_t length) const {
