@@ -108,8 +108,10 @@ void ExtentCopier::note_read(std::uint32_t file, std::uint64_t offset, std::uint
     if (!options_.drop_input_cache) {
         return;
     }
-    // ZeRO-3 tensors interleave W inputs, but each input is read front to back: one pending
-    // range per input file merges its consecutive reads.
+    // ZeRO-3 tensors interleave W inputs; within one input, the next read often continues the
+    // last (tensors in flat-buffer order), so one pending range per input merges such reads.
+    // Outputs in another order (safetensors sorts by name) break the runs: each drop then goes
+    // to the write-behind thread, off the copy path.
     auto it = std::find_if(pending_drops_.begin(), pending_drops_.end(),
                            [&](const PendingDrop& pending) { return pending.file == file; });
     if (it == pending_drops_.end()) {
