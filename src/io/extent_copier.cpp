@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cstring>
-#include <deque>
 
 #include "common/crc32.hpp"
 #include "io/dtype_convert.hpp"
