@@ -6,7 +6,7 @@
 #include "container/torch_file.hpp"
 #include "zero2fp32/error.hpp"
 
-namespace z2f {
+namespace z2f::checkpoint {
 namespace {
 
 std::string join_ints(const std::vector<std::int64_t>& values) {
@@ -32,7 +32,7 @@ std::vector<InputFileSpec> checkpoint_inputs(const CheckpointFiles& files) {
 }
 
 FileMeta read_file_meta(const InputFileSpec& input, std::uint32_t index) {
-    TorchFile file = TorchFile::open(input.path);
+    container::TorchFile file = container::TorchFile::open(input.path);
     FileMeta meta;
     meta.size = file.archive().file_size();
     switch (input.kind) {
@@ -207,4 +207,4 @@ CheckpointMeta read_checkpoint_meta(const CheckpointFiles& files) {
     return assemble_checkpoint_meta(files, std::move(metas));
 }
 
-}  // namespace z2f
+}  // namespace z2f::checkpoint

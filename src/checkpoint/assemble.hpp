@@ -15,7 +15,7 @@
 
 #include "checkpoint/checkpoint_meta.hpp"
 
-namespace z2f {
+namespace z2f::checkpoint {
 
 enum class InputKind : std::uint8_t { kFirstModel, kOtherModel, kOptim };
 
@@ -40,4 +40,4 @@ CheckpointMeta assemble_checkpoint_meta(const CheckpointFiles& files, std::vecto
 // Reads every input in this process and assembles (tests, tools, single-rank runs).
 CheckpointMeta read_checkpoint_meta(const CheckpointFiles& files);
 
-}  // namespace z2f
+}  // namespace z2f::checkpoint

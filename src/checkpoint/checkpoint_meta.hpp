@@ -14,7 +14,7 @@
 #include "checkpoint/discovery.hpp"
 #include "common/dtype.hpp"
 
-namespace z2f {
+namespace z2f::checkpoint {
 
 // Where a tensor's bytes are: a contiguous byte range of input file `file` (an index into
 // CheckpointMeta::inputs).
@@ -104,4 +104,4 @@ struct CheckpointMeta {
     std::vector<std::string> notes;      // informational findings (printed with -v)
 };
 
-}  // namespace z2f
+}  // namespace z2f::checkpoint

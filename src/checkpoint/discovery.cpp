@@ -9,7 +9,7 @@
 #include "io/posix_file.hpp"
 #include "zero2fp32/error.hpp"
 
-namespace z2f {
+namespace z2f::checkpoint {
 namespace {
 
 constexpr std::size_t kMaxLatestBytes = 4096;
@@ -356,4 +356,4 @@ std::vector<std::string> find_hf_side_files(const std::string& dir) {
     return found;
 }
 
-}  // namespace z2f
+}  // namespace z2f::checkpoint

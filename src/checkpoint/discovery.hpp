@@ -17,7 +17,7 @@
 #include <string_view>
 #include <vector>
 
-namespace z2f {
+namespace z2f::checkpoint {
 
 enum class CheckpointFileRole {
     kOptimStates,         // [bf16_|fp16_]zero_pp_rank_R_mp_rank_MM_optim_states.pt
@@ -62,4 +62,4 @@ CheckpointFiles discover_checkpoint(const std::string& checkpoint_dir, const std
 // ...), found in `dir`. Names only, sorted.
 std::vector<std::string> find_hf_side_files(const std::string& dir);
 
-}  // namespace z2f
+}  // namespace z2f::checkpoint

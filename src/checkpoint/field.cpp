@@ -3,9 +3,9 @@
 #include "common/checked_math.hpp"
 #include "zero2fp32/error.hpp"
 
-namespace z2f {
+namespace z2f::checkpoint {
 
-Field::Field(const TorchFile& file, const pickle::Value& value, std::string path)
+Field::Field(const container::TorchFile& file, const pickle::Value& value, std::string path)
     : file_(&file), value_(&value), path_(std::move(path)), budget_(std::make_shared<Budget>()) {
     budget_->pickle_bytes = file.archive().require("data.pkl").size;
     budget_->limit = kUnitsPerPickleByte * budget_->pickle_bytes + kUnitsSlack;
@@ -154,7 +154,7 @@ TensorRef Field::as_tensor(std::uint32_t file_index) const {
         ref.shape = tensor->shape;
         return ref;
     }
-    TensorBytes bytes = file_->locate(*tensor, path_);
+    container::TensorBytes bytes = file_->locate(*tensor, path_);
     ref.dtype = bytes.dtype;
     ref.shape = std::move(bytes.shape);
     ref.numel = bytes.numel;
@@ -163,4 +163,4 @@ TensorRef Field::as_tensor(std::uint32_t file_index) const {
     return ref;
 }
 
-}  // namespace z2f
+}  // namespace z2f::checkpoint

@@ -26,16 +26,16 @@
 #include "container/torch_file.hpp"
 #include "pickle/value.hpp"
 
-namespace z2f {
+namespace z2f::checkpoint {
 
 class Field {
   public:
     // A root: every field reached from it draws on one new interpretation budget.
-    Field(const TorchFile& file, const pickle::Value& value, std::string path);
+    Field(const container::TorchFile& file, const pickle::Value& value, std::string path);
 
     const pickle::Value& value() const noexcept { return *value_; }
     const std::string& path() const noexcept { return path_; }
-    const TorchFile& file() const noexcept { return *file_; }
+    const container::TorchFile& file() const noexcept { return *file_; }
     bool is_none() const noexcept { return value_->is_none(); }
     bool is_dict() const noexcept { return value_->get<pickle::Dict>() != nullptr; }
     bool is_list_like() const noexcept;
@@ -69,17 +69,17 @@ class Field {
         std::uint64_t pickle_bytes = 0;
     };
 
-    Field(const TorchFile& file, const pickle::Value& value, std::string path,
+    Field(const container::TorchFile& file, const pickle::Value& value, std::string path,
           std::shared_ptr<Budget> budget)
         : file_(&file), value_(&value), path_(std::move(path)), budget_(std::move(budget)) {}
     Field child(const pickle::Value& value, std::string path) const;
     // Draws `units` from the budget, or throws an input error.
     void charge(std::uint64_t units) const;
 
-    const TorchFile* file_;
+    const container::TorchFile* file_;
     const pickle::Value* value_;
     std::string path_;
     std::shared_ptr<Budget> budget_;
 };
 
-}  // namespace z2f
+}  // namespace z2f::checkpoint

@@ -1,242 +1,208 @@
 #include "checkpoint/meta_codec.hpp"
 
-#include "common/bytes.hpp"
-#include "zero2fp32/error.hpp"
-
-namespace z2f {
+namespace z2f::checkpoint {
 namespace {
 
-class Encoder {
-  public:
-    explicit Encoder(std::vector<std::byte>& out) : out_(out) {}
-    void u8(std::uint8_t v) { out_.push_back(static_cast<std::byte>(v)); }
-    void u32(std::uint32_t v) { put(v); }
-    void u64(std::uint64_t v) { put(v); }
-    void i64(std::int64_t v) { put(static_cast<std::uint64_t>(v)); }
-    void str(const std::string& s) {
-        u64(s.size());
-        for (char c : s)
-            out_.push_back(static_cast<std::byte>(c));
-    }
-    void dims(const std::vector<std::uint64_t>& v) {
-        u64(v.size());
-        for (auto d : v)
-            u64(d);
-    }
-    void tensor(const TensorRef& t) {
-        u32(t.file);
-        u8(static_cast<std::uint8_t>(t.dtype));
-        dims(t.shape);
-        u64(t.numel);
-        u64(t.offset);
-        u64(t.length);
-    }
-    void named_tensors(const std::vector<NamedTensor>& v) {
-        u64(v.size());
-        for (const auto& n : v) {
-            str(n.name);
-            tensor(n.tensor);
-        }
-    }
-    void shapes(const std::vector<NamedShape>& v) {
-        u64(v.size());
-        for (const auto& n : v) {
-            str(n.name);
-            dims(n.shape);
-        }
-    }
-    void groups(const std::optional<std::vector<std::vector<NamedShape>>>& g) {
-        u8(g.has_value());
-        if (g) {
-            u64(g->size());
-            for (const auto& group : *g)
-                shapes(group);
-        }
-    }
+// Smallest wire size of a few elements, for the count checks of the reader.
+constexpr std::size_t kMinString = 8;
+constexpr std::size_t kMinTensor = 4 + 1 + 8 + 8 + 8 + 8;
+constexpr std::size_t kMinShape = kMinString + 8;
 
-  private:
-    template <typename T>
-    void put(T v) {
-        std::size_t at = out_.size();
-        out_.resize(at + sizeof(T));
-        store_le<T>(out_.data() + at, v);
-    }
-    std::vector<std::byte>& out_;
-};
+enum class FileKind : std::uint8_t { kModel, kOptim };
 
-class Decoder {
-  public:
-    Decoder(std::span<const std::byte> bytes, std::size_t& pos) : bytes_(bytes), pos_(pos) {}
-    std::uint8_t u8() { return std::to_integer<std::uint8_t>(take(1)[0]); }
-    std::uint32_t u32() { return load_le<std::uint32_t>(take(4).data()); }
-    std::uint64_t u64() { return load_le<std::uint64_t>(take(8).data()); }
-    std::int64_t i64() { return static_cast<std::int64_t>(u64()); }
-    std::size_t count(std::size_t min_element_bytes) {
-        std::uint64_t n = u64();
-        if (n > (bytes_.size() - pos_) / std::max<std::size_t>(min_element_bytes, 1)) {
-            throw_internal_error("corrupt metadata exchange buffer (count)");
-        }
-        return static_cast<std::size_t>(n);
-    }
-    std::string str() {
-        std::size_t n = count(1);
-        auto span = take(n);
-        return std::string(reinterpret_cast<const char*>(span.data()), n);
-    }
-    std::vector<std::uint64_t> dims() {
-        std::vector<std::uint64_t> v(count(8));
-        for (auto& d : v)
-            d = u64();
-        return v;
-    }
-    TensorRef tensor() {
-        TensorRef t;
-        t.file = u32();
-        t.dtype = static_cast<DType>(u8());
-        t.shape = dims();
-        t.numel = u64();
-        t.offset = u64();
-        t.length = u64();
-        return t;
-    }
-    std::vector<NamedTensor> named_tensors() {
-        std::vector<NamedTensor> v(count(8));
-        for (auto& n : v) {
-            n.name = str();
-            n.tensor = tensor();
-        }
-        return v;
-    }
-    std::vector<NamedShape> shapes() {
-        std::vector<NamedShape> v(count(16));
-        for (auto& n : v) {
-            n.name = str();
-            n.shape = dims();
-        }
-        return v;
-    }
-    std::optional<std::vector<std::vector<NamedShape>>> groups() {
-        if (u8() == 0)
-            return std::nullopt;
-        std::vector<std::vector<NamedShape>> g(count(8));
-        for (auto& group : g)
-            group = shapes();
-        return g;
-    }
+void put_tensor(WireWriter& out, const TensorRef& tensor) {
+    out.u32(tensor.file);
+    out.enumerator(tensor.dtype);
+    out.dims(tensor.shape);
+    out.u64(tensor.numel);
+    out.u64(tensor.offset);
+    out.u64(tensor.length);
+}
 
-  private:
-    std::span<const std::byte> take(std::size_t n) {
-        if (n > bytes_.size() - pos_) {
-            throw_internal_error("corrupt metadata exchange buffer (truncated)");
-        }
-        auto span = bytes_.subspan(pos_, n);
-        pos_ += n;
-        return span;
-    }
-    std::span<const std::byte> bytes_;
-    std::size_t& pos_;
-};
+TensorRef get_tensor(WireReader& in) {
+    TensorRef tensor;
+    tensor.file = in.u32();
+    tensor.dtype = in.enumerator(kLastDType);
+    tensor.shape = in.dims();
+    tensor.numel = in.u64();
+    tensor.offset = in.u64();
+    tensor.length = in.u64();
+    return tensor;
+}
+
+void put_named_tensors(WireWriter& out, const std::vector<NamedTensor>& tensors) {
+    out.sequence(tensors, [](WireWriter& w, const NamedTensor& named) {
+        w.str(named.name);
+        put_tensor(w, named.tensor);
+    });
+}
+
+std::vector<NamedTensor> get_named_tensors(WireReader& in) {
+    return in.sequence(kMinString + kMinTensor, [](WireReader& r) {
+        NamedTensor named;
+        named.name = r.str();
+        named.tensor = get_tensor(r);
+        return named;
+    });
+}
+
+void put_shapes(WireWriter& out, const std::vector<NamedShape>& shapes) {
+    out.sequence(shapes, [](WireWriter& w, const NamedShape& shape) {
+        w.str(shape.name);
+        w.dims(shape.shape);
+    });
+}
+
+std::vector<NamedShape> get_shapes(WireReader& in) {
+    return in.sequence(kMinShape, [](WireReader& r) {
+        NamedShape shape;
+        shape.name = r.str();
+        shape.shape = r.dims();
+        return shape;
+    });
+}
+
+using ShapeGroups = std::vector<std::vector<NamedShape>>;
+
+void put_groups(WireWriter& out, const std::optional<ShapeGroups>& groups) {
+    out.optional(groups, [](WireWriter& w, const ShapeGroups& value) {
+        w.sequence(value, [](WireWriter& g, const std::vector<NamedShape>& group) {
+            put_shapes(g, group);
+        });
+    });
+}
+
+std::optional<ShapeGroups> get_groups(WireReader& in) {
+    return in.optional([](WireReader& r) { return r.sequence(8, get_shapes); });
+}
+
+void put_ints(WireWriter& out, const std::vector<std::int64_t>& values) {
+    out.sequence(values, [](WireWriter& w, std::int64_t value) { w.i64(value); });
+}
+
+std::vector<std::int64_t> get_ints(WireReader& in) {
+    return in.sequence(8, [](WireReader& r) { return r.i64(); });
+}
+
+void put_model(WireWriter& out, const ModelStatesInfo& model) {
+    out.str(model.ds_version);
+    out.boolean(model.module_is_none);
+    put_named_tensors(out, model.module_tensors);
+    out.boolean(model.has_buffer_names);
+    out.strings(model.buffer_names);
+    put_groups(out, model.param_shapes);
+    out.optional(model.frozen_param_shapes, put_shapes);
+    put_named_tensors(out, model.frozen_param_fragments);
+    using Pairs = std::vector<std::pair<std::string, std::string>>;
+    out.optional(model.shared_params, [](WireWriter& w, const Pairs& pairs) {
+        w.sequence(pairs, [](WireWriter& p, const std::pair<std::string, std::string>& pair) {
+            p.str(pair.first);
+            p.str(pair.second);
+        });
+    });
+    out.i64(model.dp_world_size);
+    out.i64(model.mp_world_size);
+    out.i64(model.tp_degree);
+    out.i64(model.pp_degree);
+    out.boolean(model.autoep_zero3);
+}
+
+ModelStatesInfo get_model(WireReader& in) {
+    ModelStatesInfo model;
+    model.ds_version = in.str();
+    model.module_is_none = in.boolean();
+    model.module_tensors = get_named_tensors(in);
+    model.has_buffer_names = in.boolean();
+    model.buffer_names = in.strings();
+    model.param_shapes = get_groups(in);
+    model.frozen_param_shapes = in.optional(get_shapes);
+    model.frozen_param_fragments = get_named_tensors(in);
+    model.shared_params = in.optional([](WireReader& r) {
+        return r.sequence(2 * kMinString, [](WireReader& p) {
+            std::string alias = p.str();
+            return std::pair<std::string, std::string>(std::move(alias), p.str());
+        });
+    });
+    model.dp_world_size = in.i64();
+    model.mp_world_size = in.i64();
+    model.tp_degree = in.i64();
+    model.pp_degree = in.i64();
+    model.autoep_zero3 = in.boolean();
+    return model;
+}
+
+void put_optim(WireWriter& out, const OptimStatesInfo& optim) {
+    out.str(optim.ds_version);
+    out.enumerator(optim.layout);
+    out.i64(optim.zero_stage);
+    put_ints(out, optim.partition_count);
+    out.sequence(optim.master, put_tensor);
+    put_groups(out, optim.param_shapes);
+    put_ints(out, optim.subgroup_partition_counts);
+}
+
+OptimStatesInfo get_optim(WireReader& in) {
+    OptimStatesInfo optim;
+    optim.ds_version = in.str();
+    optim.layout = in.enumerator(MasterLayout::kPerParam);
+    optim.zero_stage = in.i64();
+    optim.partition_count = get_ints(in);
+    optim.master = in.sequence(kMinTensor, get_tensor);
+    optim.param_shapes = get_groups(in);
+    optim.subgroup_partition_counts = get_ints(in);
+    return optim;
+}
 
 }  // namespace
 
-void encode_file_meta(const FileMeta& meta, std::vector<std::byte>& out) {
-    Encoder e(out);
-    e.u64(meta.size);
+std::vector<std::byte> encode_files(const CheckpointFiles& files) {
+    WireWriter out;
+    out.str(files.checkpoint_dir);
+    out.str(files.tag);
+    out.str(files.tag_dir);
+    out.strings(files.model_files);
+    out.boolean(files.per_rank_model_files);
+    out.strings(files.optim_files);
+    out.str(files.optim_prefix);
+    out.boolean(files.has_offloaded_tensors);
+    return out.take();
+}
+
+CheckpointFiles decode_files(std::span<const std::byte> bytes) {
+    WireReader in(bytes, "checkpoint file list");
+    CheckpointFiles files;
+    files.checkpoint_dir = in.str();
+    files.tag = in.str();
+    files.tag_dir = in.str();
+    files.model_files = in.strings();
+    files.per_rank_model_files = in.boolean();
+    files.optim_files = in.strings();
+    files.optim_prefix = in.str();
+    files.has_offloaded_tensors = in.boolean();
+    in.expect_end();
+    return files;
+}
+
+void encode_file_meta(const FileMeta& meta, WireWriter& out) {
+    out.u64(meta.size);
     if (const auto* model = std::get_if<ModelStatesInfo>(&meta.info)) {
-        e.u8(0);
-        e.str(model->ds_version);
-        e.u8(model->module_is_none);
-        e.named_tensors(model->module_tensors);
-        e.u8(model->has_buffer_names);
-        e.u64(model->buffer_names.size());
-        for (const auto& name : model->buffer_names)
-            e.str(name);
-        e.groups(model->param_shapes);
-        e.u8(model->frozen_param_shapes.has_value());
-        if (model->frozen_param_shapes)
-            e.shapes(*model->frozen_param_shapes);
-        e.named_tensors(model->frozen_param_fragments);
-        e.u8(model->shared_params.has_value());
-        if (model->shared_params) {
-            e.u64(model->shared_params->size());
-            for (const auto& [alias, owner] : *model->shared_params) {
-                e.str(alias);
-                e.str(owner);
-            }
-        }
-        e.i64(model->dp_world_size);
-        e.i64(model->mp_world_size);
-        e.i64(model->tp_degree);
-        e.i64(model->pp_degree);
-        e.u8(model->autoep_zero3);
+        out.enumerator(FileKind::kModel);
+        put_model(out, *model);
     } else {
-        const auto& optim = std::get<OptimStatesInfo>(meta.info);
-        e.u8(1);
-        e.str(optim.ds_version);
-        e.u8(static_cast<std::uint8_t>(optim.layout));
-        e.i64(optim.zero_stage);
-        e.u64(optim.partition_count.size());
-        for (auto v : optim.partition_count)
-            e.i64(v);
-        e.u64(optim.master.size());
-        for (const auto& t : optim.master)
-            e.tensor(t);
-        e.groups(optim.param_shapes);
-        e.u64(optim.subgroup_partition_counts.size());
-        for (auto v : optim.subgroup_partition_counts)
-            e.i64(v);
+        out.enumerator(FileKind::kOptim);
+        put_optim(out, std::get<OptimStatesInfo>(meta.info));
     }
 }
 
-FileMeta decode_file_meta(std::span<const std::byte> bytes, std::size_t& pos) {
-    Decoder d(bytes, pos);
+FileMeta decode_file_meta(WireReader& in) {
     FileMeta meta;
-    meta.size = d.u64();
-    if (d.u8() == 0) {
-        ModelStatesInfo model;
-        model.ds_version = d.str();
-        model.module_is_none = d.u8() != 0;
-        model.module_tensors = d.named_tensors();
-        model.has_buffer_names = d.u8() != 0;
-        model.buffer_names.resize(d.count(8));
-        for (auto& name : model.buffer_names)
-            name = d.str();
-        model.param_shapes = d.groups();
-        if (d.u8() != 0)
-            model.frozen_param_shapes = d.shapes();
-        model.frozen_param_fragments = d.named_tensors();
-        if (d.u8() != 0) {
-            std::vector<std::pair<std::string, std::string>> pairs(d.count(16));
-            for (auto& [alias, owner] : pairs) {
-                alias = d.str();
-                owner = d.str();
-            }
-            model.shared_params = std::move(pairs);
-        }
-        model.dp_world_size = d.i64();
-        model.mp_world_size = d.i64();
-        model.tp_degree = d.i64();
-        model.pp_degree = d.i64();
-        model.autoep_zero3 = d.u8() != 0;
-        meta.info = std::move(model);
+    meta.size = in.u64();
+    if (in.enumerator(FileKind::kOptim) == FileKind::kModel) {
+        meta.info = get_model(in);
     } else {
-        OptimStatesInfo optim;
-        optim.ds_version = d.str();
-        optim.layout = static_cast<MasterLayout>(d.u8());
-        optim.zero_stage = d.i64();
-        optim.partition_count.resize(d.count(8));
-        for (auto& v : optim.partition_count)
-            v = d.i64();
-        optim.master.resize(d.count(8));
-        for (auto& t : optim.master)
-            t = d.tensor();
-        optim.param_shapes = d.groups();
-        optim.subgroup_partition_counts.resize(d.count(8));
-        for (auto& v : optim.subgroup_partition_counts)
-            v = d.i64();
-        meta.info = std::move(optim);
+        meta.info = get_optim(in);
     }
     return meta;
 }
 
-}  // namespace z2f
+}  // namespace z2f::checkpoint

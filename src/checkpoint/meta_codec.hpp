@@ -1,11 +1,11 @@
-// Binary encoding of per-file checkpoint metadata (FileMeta), the only payload that crosses
-// MPI in the metadata phase: rank r interprets files r, r+P, ... and all ranks all-gather the
-// encoded results.
+// The checkpoint's payloads between ranks, on the wire codec (common/wire_codec.hpp):
+//   - the discovered file list, broadcast by rank 0 (CheckpointFiles);
+//   - the interpreted metadata of each input file (FileMeta): rank r interprets files
+//     r, r+P, ... and every rank all-gathers the encoded results.
 //
-// Format: a sequence of fields, little-endian; integers u8/u32/u64, strings and vectors as a
-// u64 count followed by their elements, optionals as a u8 flag followed by the value. The
-// encoding is an implementation detail between ranks of one run (same binary), so it has no
-// version field; the decoder still checks every length against the buffer.
+// Fields are written in declaration order of the structs in discovery.hpp and
+// checkpoint_meta.hpp; tensors as (file u32, dtype enum, shape dims, numel, offset, length).
+// Decoding checks every length and enumerator: a malformed buffer is an internal error.
 #pragma once
 
 #include <cstddef>
@@ -13,11 +13,15 @@
 #include <vector>
 
 #include "checkpoint/assemble.hpp"
+#include "common/wire_codec.hpp"
 
-namespace z2f {
+namespace z2f::checkpoint {
 
-void encode_file_meta(const FileMeta& meta, std::vector<std::byte>& out);
-// Decodes one FileMeta starting at `pos` and advances it.
-FileMeta decode_file_meta(std::span<const std::byte> bytes, std::size_t& pos);
+std::vector<std::byte> encode_files(const CheckpointFiles& files);
+CheckpointFiles decode_files(std::span<const std::byte> bytes);
 
-}  // namespace z2f
+void encode_file_meta(const FileMeta& meta, WireWriter& out);
+// Decodes one FileMeta at the reader's position.
+FileMeta decode_file_meta(WireReader& in);
+
+}  // namespace z2f::checkpoint

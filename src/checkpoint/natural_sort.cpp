@@ -2,7 +2,7 @@
 
 #include <vector>
 
-namespace z2f {
+namespace z2f::checkpoint {
 namespace {
 
 bool is_digit(char c) noexcept {
@@ -56,4 +56,4 @@ bool natural_less(std::string_view a, std::string_view b) noexcept {
     return ra.size() < rb.size();
 }
 
-}  // namespace z2f
+}  // namespace z2f::checkpoint

@@ -6,8 +6,8 @@
 
 #include <string_view>
 
-namespace z2f {
+namespace z2f::checkpoint {
 
 bool natural_less(std::string_view a, std::string_view b) noexcept;
 
-}  // namespace z2f
+}  // namespace z2f::checkpoint

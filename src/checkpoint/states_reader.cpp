@@ -3,10 +3,10 @@
 #include "checkpoint/field.hpp"
 #include "zero2fp32/error.hpp"
 
-namespace z2f {
+namespace z2f::checkpoint {
 namespace {
 
-Field root_dict(const TorchFile& file, const char* what) {
+Field root_dict(const container::TorchFile& file, const char* what) {
     Field root(file, file.root(), "");
     if (!root.is_dict()) {
         throw_input_error(file.path(), std::string("top level of the pickle is ") +
@@ -122,7 +122,7 @@ bool is_autoep_zero3(const Field& layers) {
 
 }  // namespace
 
-ModelStatesInfo read_model_states(const TorchFile& file, std::uint32_t file_index,
+ModelStatesInfo read_model_states(const container::TorchFile& file, std::uint32_t file_index,
                                   ModelFileScope scope) {
     Field root = root_dict(file, "model-states");
     ModelStatesInfo info;
@@ -192,7 +192,7 @@ ModelStatesInfo read_model_states(const TorchFile& file, std::uint32_t file_inde
     return info;
 }
 
-OptimStatesInfo read_optim_states(const TorchFile& file, std::uint32_t file_index) {
+OptimStatesInfo read_optim_states(const container::TorchFile& file, std::uint32_t file_index) {
     Field root = root_dict(file, "optimizer-states");
     std::optional<Field> osd = root.find("optimizer_state_dict");
     if (!osd) {
@@ -292,4 +292,4 @@ OptimStatesInfo read_optim_states(const TorchFile& file, std::uint32_t file_inde
     return info;
 }
 
-}  // namespace z2f
+}  // namespace z2f::checkpoint

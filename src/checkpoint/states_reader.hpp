@@ -13,15 +13,15 @@
 #include "checkpoint/checkpoint_meta.hpp"
 #include "container/torch_file.hpp"
 
-namespace z2f {
+namespace z2f::checkpoint {
 
 enum class ModelFileScope {
     kFull,                 // the first model file: names, shapes, buffers, ties, ...
     kFrozenFragmentsOnly,  // other stage-3 rank files: only this rank's frozen fragments
 };
 
-ModelStatesInfo read_model_states(const TorchFile& file, std::uint32_t file_index,
+ModelStatesInfo read_model_states(const container::TorchFile& file, std::uint32_t file_index,
                                   ModelFileScope scope);
-OptimStatesInfo read_optim_states(const TorchFile& file, std::uint32_t file_index);
+OptimStatesInfo read_optim_states(const container::TorchFile& file, std::uint32_t file_index);
 
-}  // namespace z2f
+}  // namespace z2f::checkpoint

@@ -10,7 +10,7 @@
 
 namespace po = boost::program_options;
 
-namespace z2f {
+namespace z2f::cli {
 namespace {
 
 constexpr const char* kUsage = "Usage: zero2fp32-mpi CKPT_DIR OUT_DIR [options]";
@@ -202,7 +202,7 @@ CommandLine parse_command_line(int argc, const char* const* argv) {
     }
     for (const char* name : {"max-shard-size", "max_shard_size"}) {
         if (vm.count(name) != 0)
-            options.max_shard_size = parse_max_shard_size(vm[name].as<std::string>());
+            options.max_shard_size = output::parse_max_shard_size(vm[name].as<std::string>());
     }
 
     bool parity = vm["parity"].as<bool>();
@@ -274,4 +274,4 @@ CommandLine parse_command_line(int argc, const char* const* argv) {
     return options;
 }
 
-}  // namespace z2f
+}  // namespace z2f::cli

@@ -9,7 +9,7 @@
 
 #include "zero2fp32/options.hpp"
 
-namespace z2f {
+namespace z2f::cli {
 
 struct HelpRequest {
     std::string text;
@@ -24,4 +24,4 @@ CommandLine parse_command_line(int argc, const char* const* argv);
 // "16MiB" -> 16777216; KiB, MiB, GiB or plain bytes.
 std::uint64_t parse_buffer_size(const std::string& text);
 
-}  // namespace z2f
+}  // namespace z2f::cli

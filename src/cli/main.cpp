@@ -19,11 +19,11 @@ int main(int argc, char** argv) {
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     z2f::ExitCode code = z2f::ExitCode::kOk;
     try {
-        z2f::CommandLine command = z2f::parse_command_line(argc, argv);
-        if (const auto* help = std::get_if<z2f::HelpRequest>(&command)) {
+        z2f::cli::CommandLine command = z2f::cli::parse_command_line(argc, argv);
+        if (const auto* help = std::get_if<z2f::cli::HelpRequest>(&command)) {
             if (rank == 0)
                 std::fputs(help->text.c_str(), stdout);
-        } else if (std::holds_alternative<z2f::VersionRequest>(command)) {
+        } else if (std::holds_alternative<z2f::cli::VersionRequest>(command)) {
             if (rank == 0)
                 std::printf("zero2fp32-mpi %s\n", z2f::kVersion);
         } else {

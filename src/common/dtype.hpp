@@ -29,6 +29,8 @@ enum class DType : std::uint8_t {
     kF8E4M3,
     kF8E5M2,
 };
+// The last enumerator, for range checks of decoded values.
+inline constexpr DType kLastDType = DType::kF8E5M2;
 
 // Bytes per element.
 std::uint32_t dtype_size(DType dtype) noexcept;

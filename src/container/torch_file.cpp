@@ -3,7 +3,7 @@
 #include "common/checked_math.hpp"
 #include "zero2fp32/error.hpp"
 
-namespace z2f {
+namespace z2f::container {
 
 TorchFile TorchFile::open(const std::string& path) {
     TorchFile torch_file;
@@ -82,4 +82,4 @@ TensorBytes TorchFile::locate(const pickle::Tensor& tensor, std::string_view wha
     return out;
 }
 
-}  // namespace z2f
+}  // namespace z2f::container

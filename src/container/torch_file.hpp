@@ -19,7 +19,7 @@
 #include "pickle/machine.hpp"
 #include "pickle/value.hpp"
 
-namespace z2f {
+namespace z2f::container {
 
 // Upper bound on data.pkl; real DeepSpeed pickles are KBs to a few MBs.
 inline constexpr std::uint64_t kMaxPickleBytes = std::uint64_t{1} << 30;
@@ -53,4 +53,4 @@ class TorchFile {
     mutable std::unordered_map<std::string, std::uint64_t> data_offsets_;
 };
 
-}  // namespace z2f
+}  // namespace z2f::container

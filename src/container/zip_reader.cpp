@@ -10,7 +10,7 @@
 #include "common/bytes.hpp"
 #include "zero2fp32/error.hpp"
 
-namespace z2f {
+namespace z2f::container {
 namespace {
 
 constexpr std::uint32_t kLocalHeaderSignature = 0x04034b50;    // "PK\3\4"
@@ -433,4 +433,4 @@ std::vector<std::byte> TorchArchive::read_record(const io::File& file, const Zip
     return bytes;
 }
 
-}  // namespace z2f
+}  // namespace z2f::container

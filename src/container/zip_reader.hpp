@@ -35,7 +35,7 @@
 
 #include "io/posix_file.hpp"
 
-namespace z2f {
+namespace z2f::container {
 
 struct ZipRecord {
     std::string name;  // relative to the archive prefix, e.g. "data.pkl", "data/3"
@@ -85,4 +85,4 @@ class TorchArchive {
 enum class TorchFileKind { kZip, kLegacyPickle, kLegacyTar, kPreviewZip, kUnknown };
 TorchFileKind sniff_torch_file(std::span<const std::byte> first_bytes) noexcept;
 
-}  // namespace z2f
+}  // namespace z2f::container

@@ -5,7 +5,7 @@
 #include "common/crc32.hpp"
 #include "zero2fp32/error.hpp"
 
-namespace z2f::zip {
+namespace z2f::container::zip {
 namespace {
 
 constexpr std::uint32_t kLocalHeaderSignature = 0x04034b50;
@@ -276,4 +276,4 @@ void TorchZipWriter::finish() {
     file_.close();
 }
 
-}  // namespace z2f::zip
+}  // namespace z2f::container::zip

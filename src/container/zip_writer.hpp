@@ -57,7 +57,7 @@
 #include "common/bytes.hpp"
 #include "io/posix_file.hpp"
 
-namespace z2f::zip {
+namespace z2f::container::zip {
 
 // A size or offset at or above this needs a zip64 field (miniz's MZ_UINT32_MAX rule).
 inline constexpr std::uint64_t kZip64Limit = 0xFFFFFFFFu;
@@ -182,4 +182,4 @@ class TorchZipWriter {
     bool finished_ = false;
 };
 
-}  // namespace z2f::zip
+}  // namespace z2f::container::zip

@@ -25,8 +25,8 @@
 #include "checkpoint/assemble.hpp"
 #include "checkpoint/discovery.hpp"
 #include "checkpoint/meta_codec.hpp"
-#include "common/bytes.hpp"
 #include "common/crc32.hpp"
+#include "common/wire_codec.hpp"
 #include "driver/executor.hpp"
 #include "driver/output_dir.hpp"
 #include "driver/progress_printer.hpp"
@@ -42,7 +42,7 @@
 #include "plan/selection.hpp"
 #include "zero2fp32/version.hpp"
 
-namespace z2f {
+namespace z2f::driver {
 namespace {
 
 using parallel::Agreement;
@@ -62,16 +62,16 @@ DType to_dtype(DTypeOption option) {
     return DType::kF32;
 }
 
-OutputFormat to_format(FormatOption option) {
+output::OutputFormat to_format(FormatOption option) {
     switch (option) {
         case FormatOption::kTorch:
-            return OutputFormat::kTorch;
+            return output::OutputFormat::kTorch;
         case FormatOption::kHdf5:
-            return OutputFormat::kHdf5;
+            return output::OutputFormat::kHdf5;
         case FormatOption::kSafetensors:
             break;
     }
-    return OutputFormat::kSafetensors;
+    return output::OutputFormat::kSafetensors;
 }
 
 io::IoBackend to_backend(IoOption option) {
@@ -86,13 +86,13 @@ io::IoBackend to_backend(IoOption option) {
     return io::IoBackend::kPread;
 }
 
-const char* format_name(OutputFormat format) {
+const char* format_name(output::OutputFormat format) {
     switch (format) {
-        case OutputFormat::kSafetensors:
+        case output::OutputFormat::kSafetensors:
             return "safetensors";
-        case OutputFormat::kTorch:
+        case output::OutputFormat::kTorch:
             return "torch";
-        case OutputFormat::kHdf5:
+        case output::OutputFormat::kHdf5:
             return "hdf5";
     }
     return "?";
@@ -117,58 +117,6 @@ std::uint64_t peak_rss_bytes() {
         return 0;
     }
     return static_cast<std::uint64_t>(usage.ru_maxrss) * 1024;  // Linux reports KiB
-}
-
-// --- CheckpointFiles on the wire (discovery is broadcast from rank 0) ------------------------
-
-void put_string(ByteWriter& out, const std::string& text) {
-    out.put<std::uint64_t>(text.size());
-    out.put_text(text);
-}
-
-std::string get_string(std::span<const std::byte> bytes, std::size_t& pos) {
-    auto size = static_cast<std::size_t>(load_le<std::uint64_t>(&bytes[pos]));
-    pos += 8;
-    std::string text(reinterpret_cast<const char*>(&bytes[pos]), size);
-    pos += size;
-    return text;
-}
-
-std::vector<std::byte> encode_files(const CheckpointFiles& files) {
-    ByteWriter out;
-    put_string(out, files.checkpoint_dir);
-    put_string(out, files.tag);
-    put_string(out, files.tag_dir);
-    put_string(out, files.optim_prefix);
-    out.put_u8(files.per_rank_model_files ? 1 : 0);
-    out.put_u8(files.has_offloaded_tensors ? 1 : 0);
-    out.put<std::uint64_t>(files.model_files.size());
-    for (const auto& path : files.model_files)
-        put_string(out, path);
-    out.put<std::uint64_t>(files.optim_files.size());
-    for (const auto& path : files.optim_files)
-        put_string(out, path);
-    return out.take();
-}
-
-CheckpointFiles decode_files(std::span<const std::byte> bytes) {
-    CheckpointFiles files;
-    std::size_t pos = 0;
-    files.checkpoint_dir = get_string(bytes, pos);
-    files.tag = get_string(bytes, pos);
-    files.tag_dir = get_string(bytes, pos);
-    files.optim_prefix = get_string(bytes, pos);
-    files.per_rank_model_files = bytes[pos++] != std::byte{0};
-    files.has_offloaded_tensors = bytes[pos++] != std::byte{0};
-    auto models = load_le<std::uint64_t>(&bytes[pos]);
-    pos += 8;
-    for (std::uint64_t i = 0; i < models; ++i)
-        files.model_files.push_back(get_string(bytes, pos));
-    auto optims = load_le<std::uint64_t>(&bytes[pos]);
-    pos += 8;
-    for (std::uint64_t i = 0; i < optims; ++i)
-        files.optim_files.push_back(get_string(bytes, pos));
-    return files;
 }
 
 // --- the run -------------------------------------------------------------------------------
@@ -255,8 +203,8 @@ class Conversion {
         std::vector<std::byte> encoded;
         Outcome outcome = parallel::capture([&] {
             if (comm_.is_root()) {
-                files_ = discover_checkpoint(options_.checkpoint_dir, options_.tag);
-                encoded = encode_files(files_);
+                files_ = checkpoint::discover_checkpoint(options_.checkpoint_dir, options_.tag);
+                encoded = checkpoint::encode_files(files_);
             }
         });
         // Rank 0's outcome travels with the broadcast so that every rank fails alike.
@@ -264,20 +212,21 @@ class Conversion {
         if (!agreement.ok) {
             throw Error(agreement.failures.front().kind, agreement.failures.front().message);
         }
-        files_ = decode_files(comm_.broadcast(std::move(encoded)));
+        files_ = checkpoint::decode_files(comm_.broadcast(std::move(encoded)));
         say(1, "checkpoint: " + files_.tag_dir + " (" + std::to_string(files_.optim_files.size()) +
                    " optimizer files, " + std::to_string(files_.model_files.size()) +
                    " model files)");
     }
 
     void read_metadata() {
-        std::vector<InputFileSpec> inputs = checkpoint_inputs(files_);
-        std::vector<std::byte> mine;
+        std::vector<checkpoint::InputFileSpec> inputs = checkpoint::checkpoint_inputs(files_);
+        WireWriter mine;
         Outcome outcome = parallel::capture([&] {
             for (std::size_t i = static_cast<std::size_t>(comm_.rank()); i < inputs.size();
                  i += static_cast<std::size_t>(comm_.size())) {
                 check_signal();
-                encode_file_meta(read_file_meta(inputs[i], static_cast<std::uint32_t>(i)), mine);
+                checkpoint::encode_file_meta(
+                    checkpoint::read_file_meta(inputs[i], static_cast<std::uint32_t>(i)), mine);
             }
         });
         Agreement agreement = parallel::agree(comm_, outcome);
@@ -289,15 +238,16 @@ class Conversion {
             }
             throw Error(agreement.failures.front().kind, message);
         }
-        std::vector<std::vector<std::byte>> all = comm_.all_gather(mine);
-        std::vector<FileMeta> metas(inputs.size());
+        std::vector<std::vector<std::byte>> all = comm_.all_gather(mine.bytes());
+        std::vector<checkpoint::FileMeta> metas(inputs.size());
         for (std::size_t rank = 0; rank < all.size(); ++rank) {
-            std::size_t pos = 0;
+            WireReader in(all[rank], "file metadata");
             for (std::size_t i = rank; i < inputs.size(); i += all.size()) {
-                metas[i] = decode_file_meta(all[rank], pos);
+                metas[i] = checkpoint::decode_file_meta(in);
             }
+            in.expect_end();
         }
-        meta_ = assemble_checkpoint_meta(files_, std::move(metas));
+        meta_ = checkpoint::assemble_checkpoint_meta(files_, std::move(metas));
         say(0, "ZeRO stage " + std::to_string(meta_.zero_stage) + ", world size " +
                    std::to_string(meta_.world_size) +
                    (meta_.ds_version.empty() ? "" : ", DeepSpeed " + meta_.ds_version));
@@ -306,42 +256,43 @@ class Conversion {
     }
 
     void plan() {
-        PlanOptions plan_options;
+        plan::PlanOptions plan_options;
         plan_options.dtype = to_dtype(options_.dtype);
         plan_options.cast_all_buffers = options_.cast_all_buffers;
         plan_options.keep_frozen_dtype = options_.keep_frozen_dtype;
         plan_options.exclude_frozen = options_.exclude_frozen;
         plan_options.stage1_frozen = options_.stage1_frozen == Stage1FrozenOption::kSkip
-                                         ? Stage1Frozen::kSkip
-                                         : Stage1Frozen::kEmit;
-        ConsolidationPlan consolidation = plan_consolidation(meta_, plan_options);
+                                         ? plan::Stage1Frozen::kSkip
+                                         : plan::Stage1Frozen::kEmit;
+        plan::ConsolidationPlan consolidation = plan::plan_consolidation(meta_, plan_options);
         for (const std::string& warning : consolidation.warnings)
             say(0, "warning: " + warning);
         for (const std::string& note : consolidation.notes)
             say(1, "note: " + note);
 
-        SelectionOptions selection{options_.include, options_.exclude, options_.strip_prefixes,
-                                   options_.untie};
-        plan_ = select_tensors(consolidation.plan, selection);
+        plan::SelectionOptions selection{options_.include, options_.exclude,
+                                         options_.strip_prefixes, options_.untie};
+        plan_ = plan::select_tensors(consolidation.plan, selection);
         if (options_.verbosity >= 2) {
             print_plan();
         }
-        OutputPlanOptions output_options{to_format(options_.format), options_.max_shard_size};
-        outputs_ = plan_outputs(plan_, output_options);
+        output::OutputPlanOptions output_options{to_format(options_.format),
+                                                 options_.max_shard_size};
+        outputs_ = output::plan_outputs(plan_, output_options);
 
-        LayoutOptions layout_options;
+        output::LayoutOptions layout_options;
         layout_options.hdf5_bf16_as_float = options_.hdf5_bf16_float;
         layout_options.writer_version = kVersion;
         layout_options.source_checkpoint = files_.tag_dir;
-        std::vector<FileWork> work;
+        std::vector<plan::FileWork> work;
         for (std::uint32_t f = 0; f < outputs_.files.size(); ++f) {
-            layouts_.push_back(layout_output_file(plan_, outputs_, f, layout_options));
-            FileWork file;
-            for (const TensorSlot& slot : layouts_.back().slots)
+            layouts_.push_back(output::layout_output_file(plan_, outputs_, f, layout_options));
+            plan::FileWork file;
+            for (const output::TensorSlot& slot : layouts_.back().slots)
                 file.slot_bytes.push_back(slot.length);
             work.push_back(std::move(file));
         }
-        ownership_ = assign_ownership(work, static_cast<std::uint32_t>(comm_.size()));
+        ownership_ = plan::assign_ownership(work, static_cast<std::uint32_t>(comm_.size()));
 
         dir_request_.output_dir = options_.output_dir;
         dir_request_.format = to_format(options_.format);
@@ -350,7 +301,7 @@ class Conversion {
         dir_request_.overwrite = options_.overwrite;
         dir_request_.resume = options_.resume;
         dir_request_.space_check = options_.space_check;
-        for (const OutputFileLayout& layout : layouts_) {
+        for (const output::OutputFileLayout& layout : layouts_) {
             PlannedOutput planned;
             planned.name = layout.name;
             planned.size = layout.size;
@@ -374,7 +325,7 @@ class Conversion {
         if (!comm_.is_root())
             return;
         static const char* kRoles[] = {"buffer", "frozen", "trainable", "tied"};
-        for (const PlannedTensor& tensor : plan_.tensors) {
+        for (const plan::PlannedTensor& tensor : plan_.tensors) {
             std::string shape;
             for (std::uint64_t dim : tensor.shape)
                 shape += (shape.empty() ? "" : ", ") + std::to_string(dim);
@@ -431,7 +382,7 @@ class Conversion {
     }
 
     bool all_outputs_present() const {
-        for (const OutputFileLayout& layout : layouts_) {
+        for (const output::OutputFileLayout& layout : layouts_) {
             std::string path = options_.output_dir + "/" + layout.name;
             if (!io::is_regular_file(path) || io::file_size(path) != layout.size)
                 return false;
@@ -441,17 +392,19 @@ class Conversion {
     }
 
     void share_decision(bool& verify_only) {
-        std::vector<std::byte> bytes;
+        WireWriter out;
         if (comm_.is_root()) {
-            bytes.push_back(static_cast<std::byte>(verify_only ? 1 : 0));
-            for (bool skip : decision_.skip)
-                bytes.push_back(static_cast<std::byte>(skip ? 1 : 0));
+            out.boolean(verify_only);
+            out.sequence(decision_.skip, [](WireWriter& w, bool skip) { w.boolean(skip); });
         }
-        bytes = comm_.broadcast(std::move(bytes));
-        verify_only = bytes[0] != std::byte{0};
-        decision_.skip.assign(layouts_.size(), false);
-        for (std::size_t i = 0; i < layouts_.size(); ++i)
-            decision_.skip[i] = bytes[1 + i] != std::byte{0};
+        std::vector<std::byte> bytes = comm_.broadcast(out.take());
+        WireReader in(bytes, "output decision");
+        verify_only = in.boolean();
+        std::vector<bool> skip = in.sequence(1, [](WireReader& r) { return r.boolean(); });
+        in.expect_end();
+        if (skip.size() != layouts_.size())
+            in.malformed("one flag per output file");
+        decision_.skip = std::move(skip);
     }
 
     void print_dry_run() const {
@@ -462,7 +415,7 @@ class Conversion {
                     comm_.size());
         for (std::uint32_t f = 0; f < layouts_.size(); ++f) {
             std::string owners;
-            for (const WriteTask& task : ownership_.tasks) {
+            for (const plan::WriteTask& task : ownership_.tasks) {
                 if (task.file == f)
                     owners += (owners.empty() ? "" : ",") + std::to_string(task.rank);
             }
@@ -474,11 +427,11 @@ class Conversion {
         if (outputs_.index_name)
             std::printf("  %s\n", outputs_.index_name->c_str());
         std::vector<std::uint64_t> reads(plan_.inputs.size(), 0);
-        for (const OutputFile& file : outputs_.files) {
+        for (const output::OutputFile& file : outputs_.files) {
             for (std::uint32_t t : file.tensors) {
                 if (plan_.tensors[t].is_alias())
                     continue;
-                for (const SourceExtent& extent : plan_.tensors[t].extents)
+                for (const plan::SourceExtent& extent : plan_.tensors[t].extents)
                     reads[extent.file] += extent.length;
             }
         }
@@ -514,7 +467,7 @@ class Conversion {
         io::InputFiles inputs(plan_.inputs, io::InputFiles::default_capacity());
         parallel::PeerChannel channel(comm_);
         std::uint64_t total = 0;
-        for (const WriteTask& task : ownership_.tasks) {
+        for (const plan::WriteTask& task : ownership_.tasks) {
             if (!decision_.skip[task.file])
                 total += task.bytes;
         }
@@ -562,7 +515,7 @@ class Conversion {
         std::vector<SlotCrc> crcs = gather_crcs(report.shared_crcs);
         if (ok) {
             ok = agreed("finalize", parallel::capture([&] {
-                            for (const WriteTask& task : ownership_.tasks) {
+                            for (const plan::WriteTask& task : ownership_.tasks) {
                                 if (task.lead && static_cast<int>(task.rank) == comm_.rank() &&
                                     !decision_.skip[task.file] &&
                                     ownership_.tasks_per_file[task.file] > 1) {
@@ -574,7 +527,7 @@ class Conversion {
         }
         if (!ok) {
             remove_temp_files(report);
-            for (const WriteTask& task : ownership_.tasks) {
+            for (const plan::WriteTask& task : ownership_.tasks) {
                 // Leads of shared files also clean the temp files other ranks opened.
                 if (task.lead && static_cast<int>(task.rank) == comm_.rank() &&
                     ownership_.tasks_per_file[task.file] > 1) {
@@ -590,13 +543,14 @@ class Conversion {
     }
 
     std::vector<std::uint32_t> gather_completed(const std::vector<std::uint32_t>& mine) const {
-        ByteWriter out;
-        for (std::uint32_t file : mine)
-            out.put<std::uint32_t>(file);
+        WireWriter out;
+        out.sequence(mine, [](WireWriter& w, std::uint32_t file) { w.u32(file); });
         std::vector<std::uint32_t> all;
         for (const auto& bytes : comm_.all_gather(out.bytes())) {
-            for (std::size_t i = 0; i + 4 <= bytes.size(); i += 4)
-                all.push_back(load_le<std::uint32_t>(&bytes[i]));
+            WireReader in(bytes, "completed files");
+            for (std::uint32_t file : in.sequence(4, [](WireReader& r) { return r.u32(); }))
+                all.push_back(file);
+            in.expect_end();
         }
         std::sort(all.begin(), all.end());
         all.erase(std::unique(all.begin(), all.end()), all.end());
@@ -604,19 +558,24 @@ class Conversion {
     }
 
     std::vector<SlotCrc> gather_crcs(const std::vector<SlotCrc>& mine) const {
-        ByteWriter out;
-        for (const SlotCrc& crc : mine) {
-            out.put<std::uint32_t>(crc.file);
-            out.put<std::uint32_t>(crc.slot);
-            out.put<std::uint32_t>(crc.crc);
-        }
+        WireWriter out;
+        out.sequence(mine, [](WireWriter& w, const SlotCrc& crc) {
+            w.u32(crc.file);
+            w.u32(crc.slot);
+            w.u32(crc.crc);
+        });
         std::vector<SlotCrc> all;
         for (const auto& bytes : comm_.all_gather(out.bytes())) {
-            for (std::size_t i = 0; i + 12 <= bytes.size(); i += 12) {
-                all.push_back({load_le<std::uint32_t>(&bytes[i]),
-                               load_le<std::uint32_t>(&bytes[i + 4]),
-                               load_le<std::uint32_t>(&bytes[i + 8])});
-            }
+            WireReader in(bytes, "slot CRCs");
+            for (const SlotCrc& crc : in.sequence(12, [](WireReader& r) {
+                     SlotCrc value;
+                     value.file = r.u32();
+                     value.slot = r.u32();
+                     value.crc = r.u32();
+                     return value;
+                 }))
+                all.push_back(crc);
+            in.expect_end();
         }
         return all;
     }
@@ -644,7 +603,7 @@ class Conversion {
         if (!comm_.is_root())
             return;
         // Seen from rank 0: catches an OUT_DIR that is not shared between nodes.
-        for (const OutputFileLayout& layout : layouts_) {
+        for (const output::OutputFileLayout& layout : layouts_) {
             std::string path = options_.output_dir + "/" + layout.name;
             if (!io::is_regular_file(path)) {
                 throw_output_error("'" + path +
@@ -661,7 +620,7 @@ class Conversion {
                                       outputs_.index_json);
         }
         if (options_.copy_hf_files) {
-            for (const std::string& name : find_hf_side_files(files_.checkpoint_dir)) {
+            for (const std::string& name : checkpoint::find_hf_side_files(files_.checkpoint_dir)) {
                 std::string target = options_.output_dir + "/" + name;
                 if (io::path_exists(target) && !options_.overwrite && !options_.resume) {
                     say(0, "warning: not copying " + name + ": already in the output directory");
@@ -799,23 +758,26 @@ class Conversion {
     std::optional<Agreement> failure_;
     std::vector<std::string> completed_after_failure_;
 
-    CheckpointFiles files_;
-    CheckpointMeta meta_;
-    TensorPlan plan_;
-    OutputPlan outputs_;
-    std::vector<OutputFileLayout> layouts_;
-    Ownership ownership_;
+    checkpoint::CheckpointFiles files_;
+    checkpoint::CheckpointMeta meta_;
+    plan::TensorPlan plan_;
+    output::OutputPlan outputs_;
+    std::vector<output::OutputFileLayout> layouts_;
+    plan::Ownership ownership_;
     OutputDirRequest dir_request_;
     OutputDirDecision decision_;
     std::uint64_t peak_open_inputs_ = 0;
 };
 
 }  // namespace
+}  // namespace z2f::driver
+
+namespace z2f {
 
 ExitCode run_conversion(const ConvertOptions& options, MPI_Comm comm) {
     io::install_signal_handlers();
     try {
-        return Conversion(options, comm).run();
+        return driver::Conversion(options, comm).run();
     } catch (...) {
         // Unreachable by design (every phase is captured); never let an exception escape a
         // collective caller.

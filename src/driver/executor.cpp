@@ -7,22 +7,23 @@
 #include "output/torch_bin_layout.hpp"
 #include "zero2fp32/error.hpp"
 
-namespace z2f {
+namespace z2f::driver {
 namespace {
 
-std::vector<io::SlotCopy> slot_copies(const ExecuteContext& context, const OutputFileLayout& layout,
-                                      const WriteTask& task) {
+std::vector<io::SlotCopy> slot_copies(const ExecuteContext& context,
+                                      const output::OutputFileLayout& layout,
+                                      const plan::WriteTask& task) {
     std::vector<io::SlotCopy> copies;
     for (std::uint32_t s = task.slot_begin; s < task.slot_end; ++s) {
-        const TensorSlot& slot = layout.slots[s];
+        const output::TensorSlot& slot = layout.slots[s];
         copies.push_back(
             {&slot_source(*context.plan, slot.tensor), slot.offset, layout.needs_slot_crcs()});
     }
     return copies;
 }
 
-void write_regions(const io::File& file, const std::vector<FixedRegion>& regions) {
-    for (const FixedRegion& region : regions) {
+void write_regions(const io::File& file, const std::vector<output::FixedRegion>& regions) {
+    for (const output::FixedRegion& region : regions) {
         file.write_all(region.offset, region.bytes);
     }
 }
@@ -42,8 +43,8 @@ void publish(const ExecuteContext& context, std::uint32_t file, io::File& handle
 
 }  // namespace
 
-const PlannedTensor& slot_source(const TensorPlan& plan, std::uint32_t tensor) {
-    const PlannedTensor* source = &plan.tensors.at(tensor);
+const plan::PlannedTensor& slot_source(const plan::TensorPlan& plan, std::uint32_t tensor) {
+    const plan::PlannedTensor* source = &plan.tensors.at(tensor);
     if (source->is_alias()) {
         source = &plan.tensors.at(static_cast<std::size_t>(source->alias_of));
     }
@@ -53,20 +54,21 @@ const PlannedTensor& slot_source(const TensorPlan& plan, std::uint32_t tensor) {
 void execute_tasks(const ExecuteContext& context, io::InputFiles& inputs,
                    const io::CopyOptions& copy, ExecuteReport& report) {
     io::ExtentCopier copier(inputs, copy);
-    const Ownership& ownership = *context.ownership;
+    const plan::Ownership& ownership = *context.ownership;
     // Smallest tasks first: if the run is interrupted (time limit, full disk), the most files
     // are complete and --resume has the least left to do.
-    std::vector<const WriteTask*> mine;
-    for (const WriteTask& task : ownership.tasks) {
+    std::vector<const plan::WriteTask*> mine;
+    for (const plan::WriteTask& task : ownership.tasks) {
         if (static_cast<int>(task.rank) == context.rank && !(*context.skip)[task.file]) {
             mine.push_back(&task);
         }
     }
-    std::stable_sort(mine.begin(), mine.end(),
-                     [](const WriteTask* a, const WriteTask* b) { return a->bytes < b->bytes; });
-    for (const WriteTask* task_pointer : mine) {
-        const WriteTask& task = *task_pointer;
-        const OutputFileLayout& layout = (*context.layouts)[task.file];
+    std::stable_sort(
+        mine.begin(), mine.end(),
+        [](const plan::WriteTask* a, const plan::WriteTask* b) { return a->bytes < b->bytes; });
+    for (const plan::WriteTask* task_pointer : mine) {
+        const plan::WriteTask& task = *task_pointer;
+        const output::OutputFileLayout& layout = (*context.layouts)[task.file];
         const std::string temp = temp_path(context.output_dir, layout.name);
         io::File file = io::File::open_write(temp);
         report.temp_files.push_back(temp);
@@ -78,7 +80,7 @@ void execute_tasks(const ExecuteContext& context, io::InputFiles& inputs,
         std::vector<std::uint32_t> crcs = copier.copy(file, copies);
         if (ownership.tasks_per_file[task.file] == 1) {
             if (layout.needs_slot_crcs()) {
-                write_regions(file, torch_bin_tail(layout, crcs));
+                write_regions(file, output::torch_bin_tail(layout, crcs));
             }
             publish(context, task.file, file);
             report.completed_files.push_back(task.file);
@@ -97,7 +99,7 @@ void execute_tasks(const ExecuteContext& context, io::InputFiles& inputs,
 
 void finalize_split_file(const ExecuteContext& context, std::uint32_t file,
                          const std::vector<SlotCrc>& all_crcs) {
-    const OutputFileLayout& layout = (*context.layouts)[file];
+    const output::OutputFileLayout& layout = (*context.layouts)[file];
     io::File handle = io::File::open_write(temp_path(context.output_dir, layout.name));
     if (layout.needs_slot_crcs()) {
         std::vector<std::uint32_t> crcs(layout.slots.size(), 0);
@@ -111,7 +113,7 @@ void finalize_split_file(const ExecuteContext& context, std::uint32_t file,
         if (std::find(seen.begin(), seen.end(), false) != seen.end()) {
             throw_internal_error("missing slot CRCs for '" + layout.name + "'");
         }
-        write_regions(handle, torch_bin_tail(layout, crcs));
+        write_regions(handle, output::torch_bin_tail(layout, crcs));
     }
     publish(context, file, handle);
 }
@@ -134,12 +136,12 @@ std::vector<std::string> verify_tasks(const ExecuteContext& context, io::InputFi
         copy.backend == io::IoBackend::kCopyFileRange ? io::IoBackend::kPread : copy.backend;
     io::ExtentCopier copier(inputs, options);
     std::vector<std::string> mismatches;
-    const Ownership& ownership = *context.ownership;
-    for (const WriteTask& task : ownership.tasks) {
+    const plan::Ownership& ownership = *context.ownership;
+    for (const plan::WriteTask& task : ownership.tasks) {
         if (static_cast<int>(task.rank) != context.rank) {
             continue;
         }
-        const OutputFileLayout& layout = (*context.layouts)[task.file];
+        const output::OutputFileLayout& layout = (*context.layouts)[task.file];
         const std::string path = final_path(context, task.file);
         io::File file = io::File::open_read(path);
         if (file.size() != layout.size) {
@@ -147,8 +149,9 @@ std::vector<std::string> verify_tasks(const ExecuteContext& context, io::InputFi
                                  ", expected " + std::to_string(layout.size));
             continue;
         }
-        auto check_regions = [&](const std::vector<FixedRegion>& regions, const char* what) {
-            for (const FixedRegion& region : regions) {
+        auto check_regions = [&](const std::vector<output::FixedRegion>& regions,
+                                 const char* what) {
+            for (const output::FixedRegion& region : regions) {
                 std::vector<std::byte> actual(region.bytes.size());
                 file.read_exact(region.offset, actual);
                 if (actual != region.bytes) {
@@ -171,10 +174,10 @@ std::vector<std::string> verify_tasks(const ExecuteContext& context, io::InputFi
             }
         }
         if (task.lead && layout.needs_slot_crcs() && ownership.tasks_per_file[task.file] == 1) {
-            check_regions(torch_bin_tail(layout, result.crcs), "zip directory");
+            check_regions(output::torch_bin_tail(layout, result.crcs), "zip directory");
         }
     }
     return mismatches;
 }
 
-}  // namespace z2f
+}  // namespace z2f::driver

@@ -20,7 +20,7 @@
 #include "plan/ownership.hpp"
 #include "plan/tensor_plan.hpp"
 
-namespace z2f {
+namespace z2f::driver {
 
 struct SlotCrc {
     std::uint32_t file = 0;
@@ -29,10 +29,10 @@ struct SlotCrc {
 };
 
 struct ExecuteContext {
-    const TensorPlan* plan = nullptr;
-    const OutputPlan* outputs = nullptr;
-    const std::vector<OutputFileLayout>* layouts = nullptr;
-    const Ownership* ownership = nullptr;
+    const plan::TensorPlan* plan = nullptr;
+    const output::OutputPlan* outputs = nullptr;
+    const std::vector<output::OutputFileLayout>* layouts = nullptr;
+    const plan::Ownership* ownership = nullptr;
     const std::vector<bool>* skip = nullptr;  // files complete already (--resume)
     std::string output_dir;
     int rank = 0;
@@ -62,6 +62,6 @@ std::vector<std::string> verify_tasks(const ExecuteContext& context, io::InputFi
 
 // The tensor whose bytes fill a slot: the slot's own, or for an alias written out again, its
 // owner's.
-const PlannedTensor& slot_source(const TensorPlan& plan, std::uint32_t tensor);
+const plan::PlannedTensor& slot_source(const plan::TensorPlan& plan, std::uint32_t tensor);
 
-}  // namespace z2f
+}  // namespace z2f::driver

@@ -7,7 +7,7 @@
 #include "io/posix_file.hpp"
 #include "zero2fp32/error.hpp"
 
-namespace z2f {
+namespace z2f::driver {
 namespace {
 
 std::string list(const std::vector<std::string>& names, std::size_t max = 8) {
@@ -64,19 +64,19 @@ std::string temp_path(const std::string& output_dir, const std::string& name) {
     return output_dir + "/" + name + ".tmp";
 }
 
-bool is_output_like_name(OutputFormat format, const std::string& name) {
+bool is_output_like_name(output::OutputFormat format, const std::string& name) {
     std::string stem;
     std::string extension;
     switch (format) {
-        case OutputFormat::kSafetensors:
+        case output::OutputFormat::kSafetensors:
             stem = "model";
             extension = ".safetensors";
             break;
-        case OutputFormat::kTorch:
+        case output::OutputFormat::kTorch:
             stem = "pytorch_model";
             extension = ".bin";
             break;
-        case OutputFormat::kHdf5:
+        case output::OutputFormat::kHdf5:
             stem = "model";
             extension = ".h5";
             break;
@@ -207,4 +207,4 @@ void prepare_output_dir(const OutputDirRequest& request, const OutputDirDecision
     io::sync_directory(dir);
 }
 
-}  // namespace z2f
+}  // namespace z2f::driver

@@ -21,7 +21,7 @@
 #include "driver/run_manifest.hpp"
 #include "output/output_layout.hpp"
 
-namespace z2f {
+namespace z2f::driver {
 
 struct PlannedOutput {
     std::string name;
@@ -32,7 +32,7 @@ struct PlannedOutput {
 
 struct OutputDirRequest {
     std::string output_dir;
-    OutputFormat format = OutputFormat::kSafetensors;
+    output::OutputFormat format = output::OutputFormat::kSafetensors;
     std::vector<PlannedOutput> files;
     std::optional<std::string> index_name;
     std::string run_identity;
@@ -55,6 +55,6 @@ void prepare_output_dir(const OutputDirRequest& request, const OutputDirDecision
 std::string temp_path(const std::string& output_dir, const std::string& name);
 
 // Whether `name` is one this format's writer could produce (any shard count, or the index).
-bool is_output_like_name(OutputFormat format, const std::string& name);
+bool is_output_like_name(output::OutputFormat format, const std::string& name);
 
-}  // namespace z2f
+}  // namespace z2f::driver

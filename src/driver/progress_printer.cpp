@@ -2,7 +2,7 @@
 
 #include <ctime>
 
-namespace z2f {
+namespace z2f::driver {
 
 ProgressPrinter::ProgressPrinter(std::FILE* out, bool enabled, bool live)
     : out_(out), enabled_(enabled), live_(live) {}
@@ -92,4 +92,4 @@ void ProgressPrinter::finish(std::uint64_t done_bytes) {
     }
 }
 
-}  // namespace z2f
+}  // namespace z2f::driver

@@ -8,7 +8,7 @@
 #include <cstdio>
 #include <string>
 
-namespace z2f {
+namespace z2f::driver {
 
 class ProgressPrinter {
   public:
@@ -34,4 +34,4 @@ class ProgressPrinter {
     bool drawn_ = false;
 };
 
-}  // namespace z2f
+}  // namespace z2f::driver

@@ -4,7 +4,7 @@
 
 #include "zero2fp32/version.hpp"
 
-namespace z2f {
+namespace z2f::driver {
 
 std::string encode_manifest(const RunManifest& manifest) {
     nlohmann::ordered_json json;
@@ -42,4 +42,4 @@ std::optional<RunManifest> decode_manifest(const std::string& text) {
     }
 }
 
-}  // namespace z2f
+}  // namespace z2f::driver

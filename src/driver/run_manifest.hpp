@@ -18,7 +18,7 @@
 #include <string>
 #include <vector>
 
-namespace z2f {
+namespace z2f::driver {
 
 inline constexpr const char* kManifestName = ".zero2fp32-run.json";
 
@@ -39,4 +39,4 @@ std::string encode_manifest(const RunManifest& manifest);
 // nullopt when the text is not a manifest of this tool (corrupt, foreign, other version).
 std::optional<RunManifest> decode_manifest(const std::string& text);
 
-}  // namespace z2f
+}  // namespace z2f::driver

@@ -9,7 +9,7 @@
 static_assert(std::endian::native == std::endian::little,
               "tensor bytes are little-endian; a big-endian host needs byte swaps here");
 
-namespace z2f {
+namespace z2f::io {
 namespace {
 
 // ---- per-element kernels: branch-free so that the block loops below vectorize ----
@@ -258,4 +258,4 @@ std::uint32_t fp16_bits_to_fp32_bits(std::uint16_t bits) noexcept {
     return from_fp16(bits);
 }
 
-}  // namespace z2f
+}  // namespace z2f::io

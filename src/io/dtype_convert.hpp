@@ -37,7 +37,7 @@
 
 #include "common/dtype.hpp"
 
-namespace z2f {
+namespace z2f::io {
 
 inline constexpr std::uint16_t kBf16QuietNaN = 0x7FC0;  // sign bit added from the input
 inline constexpr std::uint16_t kFp16QuietNaN = 0x7E00;
@@ -61,4 +61,4 @@ std::uint16_t fp32_bits_to_fp16_bits(std::uint32_t bits) noexcept;
 std::uint32_t bf16_bits_to_fp32_bits(std::uint16_t bits) noexcept;
 std::uint32_t fp16_bits_to_fp32_bits(std::uint16_t bits) noexcept;
 
-}  // namespace z2f
+}  // namespace z2f::io

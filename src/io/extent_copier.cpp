@@ -191,14 +191,14 @@ ExtentCopier::Comparison ExtentCopier::compare(const File& output,
 }
 
 bool ExtentCopier::copy_in_kernel(OutputStream& out, const SlotCopy& slot) {
-    const PlannedTensor& tensor = *slot.tensor;
+    const plan::PlannedTensor& tensor = *slot.tensor;
     if (options_.backend != IoBackend::kCopyFileRange || options_.compare || fell_back_ ||
         slot.want_crc || tensor.source_dtype != tensor.output_dtype) {
         return false;
     }
     out.flush();
     std::uint64_t position = slot.offset;
-    for (const SourceExtent& extent : tensor.extents) {
+    for (const plan::SourceExtent& extent : tensor.extents) {
         const File& input = inputs_.get(extent.file);
         std::uint64_t done = 0;
         while (done < extent.length) {
@@ -233,13 +233,13 @@ bool ExtentCopier::copy_in_kernel(OutputStream& out, const SlotCopy& slot) {
 }
 
 void ExtentCopier::copy_slot(OutputStream& out, const SlotCopy& slot, std::uint32_t& crc) {
-    const PlannedTensor& tensor = *slot.tensor;
+    const plan::PlannedTensor& tensor = *slot.tensor;
     const bool convert = tensor.source_dtype != tensor.output_dtype;
     const std::size_t in_item = dtype_size(tensor.source_dtype);
     const std::size_t out_item = dtype_size(tensor.output_dtype);
     std::uint64_t position = slot.offset;
     crc = 0;
-    for (const SourceExtent& extent : tensor.extents) {
+    for (const plan::SourceExtent& extent : tensor.extents) {
         if (extent.length % in_item != 0) {
             throw_internal_error("extent of '" + tensor.name +
                                  "' is not a whole number of elements");

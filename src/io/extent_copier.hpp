@@ -47,7 +47,7 @@ struct CopyOptions {
 // One tensor to place: its source (for an alias being written out again, the owner's
 // extents), its output slot, and whether the slot's CRC-32 is wanted.
 struct SlotCopy {
-    const PlannedTensor* tensor = nullptr;
+    const plan::PlannedTensor* tensor = nullptr;
     std::uint64_t offset = 0;
     bool want_crc = false;
 };

@@ -7,7 +7,7 @@
 
 #include "zero2fp32/error.hpp"
 
-namespace z2f::hdf5 {
+namespace z2f::output::hdf5 {
 namespace {
 
 // Entries are kept from the outermost call (the API function we called) to the innermost one
@@ -103,4 +103,4 @@ QuietErrors::~QuietErrors() {
     }
 }
 
-}  // namespace z2f::hdf5
+}  // namespace z2f::output::hdf5

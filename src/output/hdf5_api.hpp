@@ -15,7 +15,7 @@
 
 #include <hdf5.h>
 
-namespace z2f::hdf5 {
+namespace z2f::output::hdf5 {
 
 // HDF5 spells several constants as macros containing C-style casts (H5P_DEFAULT is
 // `(hid_t)0` in 1.10, HADDR_UNDEF is a double cast). They are named here, once, so that our
@@ -118,4 +118,4 @@ class QuietErrors {
     bool restore_ = false;
 };
 
-}  // namespace z2f::hdf5
+}  // namespace z2f::output::hdf5

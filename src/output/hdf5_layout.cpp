@@ -17,7 +17,7 @@
 #error "HDF5 >= 1.10.2 is needed (H5F_LIBVER_V18 as a library version bound)"
 #endif
 
-namespace z2f {
+namespace z2f::output {
 namespace {
 
 using hdf5::check;
@@ -39,7 +39,7 @@ constexpr hsize_t kSmallDataBlockSize = 2048;
 
 struct FileTensor {
     std::uint32_t index = 0;
-    const PlannedTensor* tensor = nullptr;
+    const plan::PlannedTensor* tensor = nullptr;
     // For a tied alias whose owner is in this file: the plan index of the tensor whose dataset
     // the hard link points to. -1 for tensors that get a dataset.
     std::int64_t link_target = -1;
@@ -107,7 +107,7 @@ void check_names(std::string_view file, const std::vector<FileTensor>& tensors) 
 }
 
 // Sorts the file's tensors into state-dict order and decides which aliases become hard links.
-std::vector<FileTensor> file_tensors(std::string_view file, const TensorPlan& plan,
+std::vector<FileTensor> file_tensors(std::string_view file, const plan::TensorPlan& plan,
                                      std::span<const std::uint32_t> tensor_indices) {
     std::vector<std::uint32_t> indices(tensor_indices.begin(), tensor_indices.end());
     std::sort(indices.begin(), indices.end());
@@ -126,7 +126,7 @@ std::vector<FileTensor> file_tensors(std::string_view file, const TensorPlan& pl
         position.emplace(index, tensors.size());
         tensors.push_back({index, &plan.tensors[index], -1});
     }
-    auto linked_owner = [&](const PlannedTensor& tensor) -> std::int64_t {
+    auto linked_owner = [&](const plan::PlannedTensor& tensor) -> std::int64_t {
         if (tensor.alias_of < 0) {
             return -1;
         }
@@ -154,7 +154,7 @@ std::vector<FileTensor> file_tensors(std::string_view file, const TensorPlan& pl
             }
             target = next;
         }
-        const PlannedTensor& owner = plan.tensors[static_cast<std::size_t>(target)];
+        const plan::PlannedTensor& owner = plan.tensors[static_cast<std::size_t>(target)];
         if (owner.shape != entry.tensor->shape ||
             owner.output_dtype != entry.tensor->output_dtype) {
             throw_internal_error(std::string(file) + ": alias " + quoted(entry.tensor->name) +
@@ -165,7 +165,7 @@ std::vector<FileTensor> file_tensors(std::string_view file, const TensorPlan& pl
     return tensors;
 }
 
-std::uint64_t checked_output_bytes(std::string_view file, const PlannedTensor& tensor) {
+std::uint64_t checked_output_bytes(std::string_view file, const plan::PlannedTensor& tensor) {
     std::uint64_t bytes = dtype_size(tensor.output_dtype);
     for (std::uint64_t dim : tensor.shape) {
         if (__builtin_mul_overflow(bytes, dim, &bytes)) {
@@ -372,7 +372,7 @@ void write_names_dataset(hid_t file, const std::vector<FileTensor>& tensors,
     dataset.close("closing the names dataset");
 }
 
-Handle tensor_dataspace(std::string_view file, const PlannedTensor& tensor) {
+Handle tensor_dataspace(std::string_view file, const plan::PlannedTensor& tensor) {
     if (tensor.shape.empty()) {
         return checked(H5Screate(H5S_SCALAR), H5Sclose, "creating a scalar dataspace");
     }
@@ -390,7 +390,7 @@ Handle tensor_dataspace(std::string_view file, const PlannedTensor& tensor) {
 TensorSlot create_tensor_dataset(std::string_view file_name, hid_t file, const FileTensor& entry,
                                  const Hdf5LayoutOptions& options, const PropertyLists& lists,
                                  hdf5::RecordedFile& recorded) {
-    const PlannedTensor& tensor = *entry.tensor;
+    const plan::PlannedTensor& tensor = *entry.tensor;
     const std::uint64_t bytes = checked_output_bytes(file_name, tensor);
     ElementType element = element_type(tensor.output_dtype, options.bf16_as_float);
     if (H5Tget_size(element.type.get()) != dtype_size(tensor.output_dtype)) {
@@ -475,7 +475,7 @@ void fill_fixed_regions(OutputFileLayout& layout, const hdf5::RecordedFile& reco
 
 }  // namespace
 
-OutputFileLayout layout_hdf5_file(std::string file_name, const TensorPlan& plan,
+OutputFileLayout layout_hdf5_file(std::string file_name, const plan::TensorPlan& plan,
                                   std::span<const std::uint32_t> tensor_indices,
                                   const Hdf5LayoutOptions& options) {
     const std::vector<FileTensor> tensors = file_tensors(file_name, plan, tensor_indices);
@@ -549,4 +549,4 @@ OutputFileLayout layout_hdf5_file(std::string file_name, const TensorPlan& plan,
     return layout;
 }
 
-}  // namespace z2f
+}  // namespace z2f::output

@@ -74,7 +74,7 @@
 #include "output/output_layout.hpp"
 #include "plan/tensor_plan.hpp"
 
-namespace z2f {
+namespace z2f::output {
 
 struct Hdf5LayoutOptions {
     // Written as "zero2fp32-mpi <writer_version>" in the root attribute `writer` (just
@@ -95,8 +95,8 @@ inline constexpr std::string_view kHdf5NamesDataset = "__names__";
 // for tensor names that cannot be HDF5 paths (empty components, ".", "..", a name that is also
 // a group of another name, duplicates, kHdf5NamesDataset), kInternal for broken invariants or
 // HDF5 failures.
-OutputFileLayout layout_hdf5_file(std::string file_name, const TensorPlan& plan,
+OutputFileLayout layout_hdf5_file(std::string file_name, const plan::TensorPlan& plan,
                                   std::span<const std::uint32_t> tensor_indices,
                                   const Hdf5LayoutOptions& options);
 
-}  // namespace z2f
+}  // namespace z2f::output

@@ -19,7 +19,7 @@
 #include "output/hdf5_api.hpp"
 #include "zero2fp32/error.hpp"
 
-namespace z2f::hdf5 {
+namespace z2f::output::hdf5 {
 namespace {
 
 std::uint64_t checked_end(std::uint64_t offset, std::uint64_t length) {
@@ -384,4 +384,4 @@ void use_recording_driver(hid_t fapl, RecordedFile& file) {
     check(H5Pset_driver(fapl, recording_driver_id(), &info), "selecting the recording file driver");
 }
 
-}  // namespace z2f::hdf5
+}  // namespace z2f::output::hdf5

@@ -26,7 +26,7 @@
 
 #include <hdf5.h>
 
-namespace z2f::hdf5 {
+namespace z2f::output::hdf5 {
 
 class RecordedFile {
   public:
@@ -75,4 +75,4 @@ class RecordedFile {
 // storage. `file` must outlive every HDF5 file opened through `fapl`.
 void use_recording_driver(hid_t fapl, RecordedFile& file);
 
-}  // namespace z2f::hdf5
+}  // namespace z2f::output::hdf5

@@ -6,7 +6,7 @@
 #include "output/json_escape.hpp"
 #include "zero2fp32/error.hpp"
 
-namespace z2f {
+namespace z2f::output {
 namespace {
 
 // A key and its value already rendered as JSON.
@@ -74,4 +74,4 @@ std::string index_json(std::uint64_t total_size, std::span<const StringPairView>
     return out;
 }
 
-}  // namespace z2f
+}  // namespace z2f::output

@@ -30,7 +30,7 @@
 #include <string_view>
 #include <utility>
 
-namespace z2f {
+namespace z2f::output {
 
 using StringPairView = std::pair<std::string_view, std::string_view>;
 
@@ -40,4 +40,4 @@ using StringPairView = std::pair<std::string_view, std::string_view>;
 std::string index_json(std::uint64_t total_size, std::span<const StringPairView> extra_metadata,
                        std::span<const StringPairView> weight_map);
 
-}  // namespace z2f
+}  // namespace z2f::output

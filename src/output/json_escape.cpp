@@ -4,7 +4,7 @@
 
 #include "zero2fp32/error.hpp"
 
-namespace z2f {
+namespace z2f::output {
 namespace {
 
 constexpr char kHex[] = "0123456789abcdef";
@@ -194,4 +194,4 @@ std::string printable_bytes(std::string_view text) {
     return shown;
 }
 
-}  // namespace z2f
+}  // namespace z2f::output

@@ -23,7 +23,7 @@
 #include <string>
 #include <string_view>
 
-namespace z2f {
+namespace z2f::output {
 
 // True when `text` is valid UTF-8 (no overlong forms, no surrogates, nothing above U+10FFFF).
 bool is_valid_utf8(std::string_view text) noexcept;
@@ -40,4 +40,4 @@ void append_json_string_python(std::string& out, std::string_view text, std::str
 // `text` with every byte outside printable ASCII shown as \xNN, for error messages.
 std::string printable_bytes(std::string_view text);
 
-}  // namespace z2f
+}  // namespace z2f::output

@@ -18,7 +18,7 @@
 #include <string>
 #include <vector>
 
-namespace z2f {
+namespace z2f::output {
 
 enum class OutputFormat : std::uint8_t { kSafetensors, kTorch, kHdf5 };
 
@@ -58,4 +58,4 @@ struct OutputFileLayout {
     bool needs_slot_crcs() const noexcept { return format == OutputFormat::kTorch; }
 };
 
-}  // namespace z2f
+}  // namespace z2f::output

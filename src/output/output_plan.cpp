@@ -9,9 +9,9 @@
 #include "output/torch_bin_layout.hpp"
 #include "zero2fp32/error.hpp"
 
-namespace z2f {
+namespace z2f::output {
 
-OutputPlan plan_outputs(const TensorPlan& plan, const OutputPlanOptions& options) {
+OutputPlan plan_outputs(const plan::TensorPlan& plan, const OutputPlanOptions& options) {
     OutputPlan out;
     out.format = options.format;
     const bool drop_aliases = options.format == OutputFormat::kSafetensors;
@@ -22,7 +22,7 @@ OutputPlan plan_outputs(const TensorPlan& plan, const OutputPlanOptions& options
     std::vector<std::int64_t> input_of(plan.tensors.size(), -1);
     std::vector<ShardInput> inputs;
     for (std::uint32_t i = 0; i < plan.tensors.size(); ++i) {
-        const PlannedTensor& tensor = plan.tensors[i];
+        const plan::PlannedTensor& tensor = plan.tensors[i];
         if (tensor.is_alias()) {
             const std::string& owner = plan.tensors[static_cast<std::size_t>(tensor.alias_of)].name;
             if (drop_aliases) {
@@ -67,7 +67,7 @@ OutputPlan plan_outputs(const TensorPlan& plan, const OutputPlanOptions& options
     return out;
 }
 
-OutputFileLayout layout_output_file(const TensorPlan& plan, const OutputPlan& outputs,
+OutputFileLayout layout_output_file(const plan::TensorPlan& plan, const OutputPlan& outputs,
                                     std::uint32_t file, const LayoutOptions& options) {
     const OutputFile& output = outputs.files.at(file);
     switch (outputs.format) {
@@ -91,4 +91,4 @@ OutputFileLayout layout_output_file(const TensorPlan& plan, const OutputPlan& ou
     throw_internal_error("unknown output format");
 }
 
-}  // namespace z2f
+}  // namespace z2f::output

@@ -18,7 +18,7 @@
 #include "output/output_layout.hpp"
 #include "plan/tensor_plan.hpp"
 
-namespace z2f {
+namespace z2f::output {
 
 struct OutputPlanOptions {
     OutputFormat format = OutputFormat::kSafetensors;
@@ -42,7 +42,7 @@ struct OutputPlan {
     std::string index_json;
 };
 
-OutputPlan plan_outputs(const TensorPlan& plan, const OutputPlanOptions& options);
+OutputPlan plan_outputs(const plan::TensorPlan& plan, const OutputPlanOptions& options);
 
 struct LayoutOptions {
     bool hdf5_bf16_as_float = false;
@@ -50,7 +50,7 @@ struct LayoutOptions {
     std::string source_checkpoint;  // HDF5 root attribute
 };
 
-OutputFileLayout layout_output_file(const TensorPlan& plan, const OutputPlan& outputs,
+OutputFileLayout layout_output_file(const plan::TensorPlan& plan, const OutputPlan& outputs,
                                     std::uint32_t file, const LayoutOptions& options);
 
-}  // namespace z2f
+}  // namespace z2f::output

@@ -8,7 +8,7 @@
 #include "output/json_escape.hpp"
 #include "zero2fp32/error.hpp"
 
-namespace z2f {
+namespace z2f::output {
 namespace {
 
 using MetadataEntry = std::pair<std::string_view, std::string_view>;
@@ -42,8 +42,8 @@ void append_metadata(std::string& json, std::span<const MetadataEntry> extra_met
 
 }  // namespace
 
-OutputFileLayout safetensors_layout(const TensorPlan& plan, std::span<const std::uint32_t> tensors,
-                                    std::string file_name,
+OutputFileLayout safetensors_layout(const plan::TensorPlan& plan,
+                                    std::span<const std::uint32_t> tensors, std::string file_name,
                                     std::span<const MetadataEntry> extra_metadata) {
     std::vector<std::uint32_t> order;
     order.reserve(tensors.size());
@@ -57,8 +57,8 @@ OutputFileLayout safetensors_layout(const TensorPlan& plan, std::span<const std:
     }
     // The reference writer's order: Dtype enum descending, then name bytes ascending.
     std::sort(order.begin(), order.end(), [&](std::uint32_t a, std::uint32_t b) {
-        const PlannedTensor& left = plan.tensors[a];
-        const PlannedTensor& right = plan.tensors[b];
+        const plan::PlannedTensor& left = plan.tensors[a];
+        const plan::PlannedTensor& right = plan.tensors[b];
         const int lo = safetensors_order(left.output_dtype);
         const int ro = safetensors_order(right.output_dtype);
         if (lo != ro) {
@@ -80,7 +80,7 @@ OutputFileLayout safetensors_layout(const TensorPlan& plan, std::span<const std:
     begins.reserve(order.size());
     std::uint64_t data_size = 0;
     for (std::uint32_t index : order) {
-        const PlannedTensor& tensor = plan.tensors[index];
+        const plan::PlannedTensor& tensor = plan.tensors[index];
         const std::uint64_t begin = data_size;
         data_size = checked_add(data_size, tensor.output_bytes());
         begins.push_back(begin);
@@ -129,4 +129,4 @@ OutputFileLayout safetensors_layout(const TensorPlan& plan, std::span<const std:
     return layout;
 }
 
-}  // namespace z2f
+}  // namespace z2f::output

@@ -33,7 +33,7 @@
 #include "output/output_layout.hpp"
 #include "plan/tensor_plan.hpp"
 
-namespace z2f {
+namespace z2f::output {
 
 inline constexpr std::uint64_t kSafetensorsMaxHeaderLength = 100'000'000;
 
@@ -44,7 +44,7 @@ inline constexpr std::uint64_t kSafetensorsMaxHeaderLength = 100'000'000;
 // Throws an input error for names that are not UTF-8, an internal error for duplicate names,
 // and a usage error when the header would exceed the reader limit.
 OutputFileLayout safetensors_layout(
-    const TensorPlan& plan, std::span<const std::uint32_t> tensors, std::string file_name,
+    const plan::TensorPlan& plan, std::span<const std::uint32_t> tensors, std::string file_name,
     std::span<const std::pair<std::string_view, std::string_view>> extra_metadata);
 
-}  // namespace z2f
+}  // namespace z2f::output

@@ -12,7 +12,7 @@
 #include "output/safetensors_layout.hpp"
 #include "zero2fp32/error.hpp"
 
-namespace z2f {
+namespace z2f::output {
 namespace {
 
 using json = nlohmann::json;
@@ -354,4 +354,4 @@ SafetensorsHeader parse_safetensors_header(std::span<const std::byte> head, std:
     return header;
 }
 
-}  // namespace z2f
+}  // namespace z2f::output

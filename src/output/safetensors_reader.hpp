@@ -34,7 +34,7 @@
 
 #include "common/dtype.hpp"
 
-namespace z2f {
+namespace z2f::output {
 
 struct SafetensorsTensorInfo {
     std::string name;
@@ -61,4 +61,4 @@ std::uint64_t safetensors_header_length(std::span<const std::byte> first_bytes,
 SafetensorsHeader parse_safetensors_header(std::span<const std::byte> head, std::uint64_t file_size,
                                            std::string_view file);
 
-}  // namespace z2f
+}  // namespace z2f::output

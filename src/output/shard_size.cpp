@@ -7,7 +7,7 @@
 
 #include "zero2fp32/error.hpp"
 
-namespace z2f {
+namespace z2f::output {
 namespace {
 
 constexpr std::string_view kAccepted =
@@ -185,4 +185,4 @@ std::optional<std::uint64_t> parse_max_shard_size(std::string_view text) {
     return static_cast<std::uint64_t>(bytes);  // truncation toward zero, like Python's int()
 }
 
-}  // namespace z2f
+}  // namespace z2f::output

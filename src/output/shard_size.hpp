@@ -20,8 +20,8 @@
 #include <optional>
 #include <string_view>
 
-namespace z2f {
+namespace z2f::output {
 
 std::optional<std::uint64_t> parse_max_shard_size(std::string_view text);
 
-}  // namespace z2f
+}  // namespace z2f::output

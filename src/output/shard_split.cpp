@@ -6,7 +6,7 @@
 
 #include "zero2fp32/error.hpp"
 
-namespace z2f {
+namespace z2f::output {
 namespace {
 
 struct NameParts {
@@ -157,4 +157,4 @@ ShardSplit split_into_shards(std::span<const ShardInput> tensors,
     return split;
 }
 
-}  // namespace z2f
+}  // namespace z2f::output

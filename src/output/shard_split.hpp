@@ -34,7 +34,7 @@
 
 #include "output/output_layout.hpp"
 
-namespace z2f {
+namespace z2f::output {
 
 struct ShardInput {
     std::string_view name;
@@ -72,4 +72,4 @@ std::string shard_file_name(OutputFormat format, std::size_t index, std::size_t 
 // "model.safetensors.index.json", "pytorch_model.bin.index.json", "model.h5.index.json".
 std::string_view index_file_name(OutputFormat format) noexcept;
 
-}  // namespace z2f
+}  // namespace z2f::output

@@ -10,7 +10,9 @@
 #include "pickle/pickle_writer.hpp"
 #include "zero2fp32/error.hpp"
 
-namespace z2f {
+namespace z2f::output {
+
+namespace zip = container::zip;
 namespace {
 
 constexpr std::string_view kByteOrder = "little";
@@ -23,7 +25,7 @@ struct StorageRecord {
 };
 
 // Follows alias_of to the tensor that owns the bytes.
-std::uint32_t owner_of(const TensorPlan& plan, std::uint32_t index) {
+std::uint32_t owner_of(const plan::TensorPlan& plan, std::uint32_t index) {
     std::uint32_t current = index;
     for (std::size_t hops = 0; plan.tensors[current].is_alias(); ++hops) {
         auto next = plan.tensors[current].alias_of;
@@ -49,7 +51,7 @@ void add_fixed(std::vector<FixedRegion>& fixed, std::uint64_t offset,
 
 }  // namespace
 
-OutputFileLayout layout_torch_bin_file(std::string file_name, const TensorPlan& plan,
+OutputFileLayout layout_torch_bin_file(std::string file_name, const plan::TensorPlan& plan,
                                        std::span<const std::uint32_t> tensor_indices) {
     const std::string archive = zip::torch_archive_name(file_name);
 
@@ -64,13 +66,13 @@ OutputFileLayout layout_torch_bin_file(std::string file_name, const TensorPlan& 
             throw_internal_error("torch .bin layout: tensor index " + std::to_string(index) +
                                  " out of range");
         }
-        const PlannedTensor& tensor = plan.tensors[index];
+        const plan::PlannedTensor& tensor = plan.tensors[index];
         if (!seen.insert(index).second) {
             throw_internal_error("torch .bin layout: tensor '" + tensor.name +
                                  "' listed twice in " + file_name);
         }
         std::uint32_t owner = owner_of(plan, index);
-        const PlannedTensor& owner_tensor = plan.tensors[owner];
+        const plan::PlannedTensor& owner_tensor = plan.tensors[owner];
         if (owner_tensor.output_dtype != tensor.output_dtype ||
             owner_tensor.numel() != tensor.numel()) {
             throw_internal_error("torch .bin layout: alias '" + tensor.name +
@@ -200,4 +202,4 @@ std::vector<FixedRegion> torch_bin_tail(const OutputFileLayout& layout,
     return tail;
 }
 
-}  // namespace z2f
+}  // namespace z2f::output

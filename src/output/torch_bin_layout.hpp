@@ -45,13 +45,13 @@
 #include "output/output_layout.hpp"
 #include "plan/tensor_plan.hpp"
 
-namespace z2f {
+namespace z2f::output {
 
 // Lays out one `.bin` file holding plan.tensors[i] for i in `tensor_indices`, in that order.
 // Throws an unsupported error for a dtype torch has no typed storage for, and an internal error
 // for inconsistent input (index out of range, a tensor listed twice, an alias whose dtype or
 // element count differs from its owner's).
-OutputFileLayout layout_torch_bin_file(std::string file_name, const TensorPlan& plan,
+OutputFileLayout layout_torch_bin_file(std::string file_name, const plan::TensorPlan& plan,
                                        std::span<const std::uint32_t> tensor_indices);
 
 // The CRC-dependent bytes of a layout from layout_torch_bin_file, once slot_crcs[i] (the CRC-32
@@ -61,4 +61,4 @@ OutputFileLayout layout_torch_bin_file(std::string file_name, const TensorPlan& 
 std::vector<FixedRegion> torch_bin_tail(const OutputFileLayout& layout,
                                         std::span<const std::uint32_t> slot_crcs);
 
-}  // namespace z2f
+}  // namespace z2f::output

@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-#include "common/bytes.hpp"
+#include "common/wire_codec.hpp"
 
 namespace z2f::parallel {
 
@@ -16,31 +16,42 @@ std::vector<std::string> Agreement::distinct_messages() const {
     return out;
 }
 
+std::vector<std::byte> encode_outcome(const Outcome& outcome) {
+    WireWriter out;
+    out.enumerator(outcome.kind);
+    out.enumerator(outcome.error);
+    out.str(outcome.message);
+    return out.take();
+}
+
+Outcome decode_outcome(std::span<const std::byte> bytes) {
+    WireReader in(bytes, "phase outcome");
+    Outcome outcome;
+    outcome.kind = in.enumerator(OutcomeKind::kStopped);
+    outcome.error = in.enumerator(ErrorKind::kInternal);
+    outcome.message = in.str();
+    in.expect_end();
+    return outcome;
+}
+
 Agreement agree(const Communicator& comm, const Outcome& local) {
-    ByteWriter writer;
-    writer.put_u8(static_cast<std::uint8_t>(local.kind));
-    writer.put_u8(static_cast<std::uint8_t>(local.error));
-    writer.put<std::uint64_t>(local.message.size());
-    writer.put_text(local.message);
-    std::vector<std::vector<std::byte>> all = comm.all_gather(writer.bytes());
+    std::vector<std::vector<std::byte>> all = comm.all_gather(encode_outcome(local));
 
     Agreement agreement;
     bool interrupted = false;
     for (std::size_t rank = 0; rank < all.size(); ++rank) {
-        const std::vector<std::byte>& bytes = all[rank];
-        auto kind = static_cast<OutcomeKind>(std::to_integer<std::uint8_t>(bytes[0]));
-        if (kind == OutcomeKind::kOk) {
+        Outcome outcome = decode_outcome(all[rank]);
+        if (outcome.kind == OutcomeKind::kOk) {
             continue;
         }
         agreement.ok = false;
-        if (kind == OutcomeKind::kStopped) {
+        if (outcome.kind == OutcomeKind::kStopped) {
             continue;
         }
         Failure failure;
         failure.rank = static_cast<int>(rank);
-        failure.kind = static_cast<ErrorKind>(std::to_integer<std::uint8_t>(bytes[1]));
-        auto length = static_cast<std::size_t>(load_le<std::uint64_t>(&bytes[2]));
-        failure.message.assign(reinterpret_cast<const char*>(&bytes[10]), length);
+        failure.kind = outcome.error;
+        failure.message = std::move(outcome.message);
         interrupted = interrupted || failure.kind == ErrorKind::kInterrupted;
         agreement.failures.push_back(std::move(failure));
     }

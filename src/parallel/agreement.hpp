@@ -9,6 +9,7 @@
 
 #include <exception>
 #include <new>
+#include <span>
 #include <string>
 #include <utility>
 #include <vector>
@@ -70,5 +71,10 @@ struct Agreement {
 };
 
 Agreement agree(const Communicator& comm, const Outcome& local);
+
+// An outcome on the wire (common/wire_codec.hpp): kind, error kind, message. Every rank decodes
+// the same all-gathered bytes, so a malformed payload fails every rank alike.
+std::vector<std::byte> encode_outcome(const Outcome& outcome);
+Outcome decode_outcome(std::span<const std::byte> bytes);
 
 }  // namespace z2f::parallel

@@ -7,7 +7,7 @@
 #include "common/checked_math.hpp"
 #include "zero2fp32/error.hpp"
 
-namespace z2f {
+namespace z2f::plan {
 namespace {
 
 std::string shape_text(const std::vector<std::uint64_t>& shape) {
@@ -22,7 +22,7 @@ std::string shape_text(const std::vector<std::uint64_t>& shape) {
 // Maps a range of its elements to byte extents of the underlying tensors.
 class ConcatenatedSource {
   public:
-    void append(const TensorRef& ref) {
+    void append(const checkpoint::TensorRef& ref) {
         if (!parts_.empty() && ref.dtype != parts_.front().dtype) {
             throw_internal_error("concatenating tensors of different dtypes");
         }
@@ -40,7 +40,7 @@ class ConcatenatedSource {
         auto it = std::upper_bound(starts_.begin(), starts_.end(), begin);
         std::size_t part = static_cast<std::size_t>(it - starts_.begin()) - 1;
         while (count > 0) {
-            const TensorRef& ref = parts_[part];
+            const checkpoint::TensorRef& ref = parts_[part];
             std::uint64_t local = begin - starts_[part];
             std::uint64_t take = std::min(count, ref.numel - local);
             std::uint64_t item = dtype_size(ref.dtype);
@@ -61,14 +61,14 @@ class ConcatenatedSource {
     }
 
   private:
-    std::vector<TensorRef> parts_;
+    std::vector<checkpoint::TensorRef> parts_;
     std::vector<std::uint64_t> starts_;
     std::uint64_t total_ = 0;
 };
 
 class Planner {
   public:
-    Planner(const CheckpointMeta& meta, const PlanOptions& options)
+    Planner(const checkpoint::CheckpointMeta& meta, const PlanOptions& options)
         : meta_(meta), options_(options), world_(meta.world_size) {}
 
     ConsolidationPlan run() {
@@ -80,7 +80,7 @@ class Planner {
         if (!options_.exclude_frozen) {
             add_frozen();
         }
-        if (meta_.layout == MasterLayout::kPerParam) {
+        if (meta_.layout == checkpoint::MasterLayout::kPerParam) {
             add_trainable_stage3();
         } else {
             add_trainable_stage12();
@@ -124,16 +124,16 @@ class Planner {
     // shared_params, or for old stage-1/2 files without it, module entries that view exactly
     // the same bytes as a trainable parameter (DeepSpeed 0.9.0-0.9.1 inferred ties this way).
     void collect_aliases() {
-        const ModelStatesInfo& model = meta_.model;
+        const checkpoint::ModelStatesInfo& model = meta_.model;
         if (model.shared_params) {
             aliases_ = *model.shared_params;
-        } else if (meta_.layout != MasterLayout::kPerParam) {
+        } else if (meta_.layout != checkpoint::MasterLayout::kPerParam) {
             std::unordered_set<std::string> trainable;
             for (const auto& group : *model.param_shapes) {
                 for (const auto& [name, shape] : group)
                     trainable.insert(name);
             }
-            std::vector<const NamedTensor*> owners;
+            std::vector<const checkpoint::NamedTensor*> owners;
             for (const auto& entry : model.module_tensors) {
                 if (trainable.count(entry.name) != 0 && entry.tensor.numel > 0) {
                     owners.push_back(&entry);
@@ -142,7 +142,7 @@ class Planner {
             for (const auto& entry : model.module_tensors) {
                 if (trainable.count(entry.name) != 0 || entry.tensor.numel == 0)
                     continue;
-                for (const NamedTensor* owner : owners) {
+                for (const checkpoint::NamedTensor* owner : owners) {
                     if (owner->tensor == entry.tensor) {
                         aliases_.emplace_back(entry.name, owner->name);
                         break;
@@ -164,7 +164,7 @@ class Planner {
     }
 
     void add_buffers() {
-        const ModelStatesInfo& model = meta_.model;
+        const checkpoint::ModelStatesInfo& model = meta_.model;
         std::unordered_set<std::string> names(model.buffer_names.begin(), model.buffer_names.end());
         for (const auto& entry : model.module_tensors) {
             if (names.count(entry.name) == 0)
@@ -187,8 +187,8 @@ class Planner {
     }
 
     void add_frozen() {
-        const ModelStatesInfo& model = meta_.model;
-        if (meta_.layout == MasterLayout::kPerParam) {
+        const checkpoint::ModelStatesInfo& model = meta_.model;
+        if (meta_.layout == checkpoint::MasterLayout::kPerParam) {
             if (model.frozen_param_shapes)
                 add_frozen_stage3();
             return;
@@ -204,7 +204,7 @@ class Planner {
             for (const auto& [name, shape] : group)
                 known.insert(name);
         }
-        std::vector<const NamedTensor*> frozen;
+        std::vector<const checkpoint::NamedTensor*> frozen;
         for (const auto& entry : model.module_tensors) {
             if (known.count(entry.name) == 0 && alias_names_.count(entry.name) == 0) {
                 frozen.push_back(&entry);
@@ -218,7 +218,7 @@ class Planner {
                                        "skipped as zero_to_fp32 does (--stage1-frozen skip)");
             return;
         }
-        for (const NamedTensor* entry : frozen) {
+        for (const checkpoint::NamedTensor* entry : frozen) {
             PlannedTensor tensor;
             tensor.name = entry->name;
             tensor.shape = entry->tensor.shape;
@@ -240,7 +240,7 @@ class Planner {
 
     void add_frozen_stage2() {
         const auto& fragments = meta_.frozen_fragments_by_rank.front();
-        std::unordered_map<std::string, const TensorRef*> by_name;
+        std::unordered_map<std::string, const checkpoint::TensorRef*> by_name;
         for (const auto& fragment : fragments)
             by_name.emplace(fragment.name, &fragment.tensor);
         for (const auto& [name, shape] : *meta_.model.frozen_param_shapes) {
@@ -250,7 +250,7 @@ class Planner {
                                                     "' is in frozen_param_shapes but not in "
                                                     "frozen_param_fragments");
             }
-            const TensorRef& ref = *it->second;
+            const checkpoint::TensorRef& ref = *it->second;
             std::uint64_t numel = *checked_numel(shape);
             if (ref.numel != numel) {
                 throw_input_error(model_path(), "frozen parameter '" + name + "' has shape " +
@@ -273,7 +273,7 @@ class Planner {
     }
 
     void add_frozen_stage3() {
-        std::vector<std::unordered_map<std::string, const TensorRef*>> by_rank(world_);
+        std::vector<std::unordered_map<std::string, const checkpoint::TensorRef*>> by_rank(world_);
         for (std::uint32_t r = 0; r < world_; ++r) {
             for (const auto& fragment : meta_.frozen_fragments_by_rank[r]) {
                 by_rank[r].emplace(fragment.name, &fragment.tensor);
@@ -295,7 +295,7 @@ class Planner {
                                       "parameter '" +
                                           name + "'");
                 }
-                const TensorRef& ref = *it->second;
+                const checkpoint::TensorRef& ref = *it->second;
                 if (!is_floating(ref.dtype)) {
                     throw_unsupported(path,
                                       "frozen parameter '" + name + "' is stored as " +
@@ -329,8 +329,9 @@ class Planner {
         }
     }
 
-    DType master_dtype(const std::vector<TensorRef>& refs, const std::string& path) const {
-        for (const TensorRef& ref : refs) {
+    DType master_dtype(const std::vector<checkpoint::TensorRef>& refs,
+                       const std::string& path) const {
+        for (const checkpoint::TensorRef& ref : refs) {
             if (ref.dtype != refs.front().dtype) {
                 throw_input_error(path, "fp32 master partitions of different dtypes");
             }
@@ -361,7 +362,7 @@ class Planner {
         for (std::size_t g = 0; g < groups; ++g) {
             ConcatenatedSource flat;
             for (std::uint32_t r = 0; r < world_; ++r) {
-                const TensorRef& part = meta_.optim[r].master[g];
+                const checkpoint::TensorRef& part = meta_.optim[r].master[g];
                 if (r > 0 && part.dtype != meta_.optim[0].master[g].dtype) {
                     throw_input_error(
                         meta_.files.optim_files[r],
@@ -399,7 +400,7 @@ class Planner {
                                       std::to_string(available) +
                                       " - param_shapes and the fp32 partitions disagree");
             }
-            if (offset != flat.numel() && meta_.layout == MasterLayout::kFlatGroups) {
+            if (offset != flat.numel() && meta_.layout == checkpoint::MasterLayout::kFlatGroups) {
                 result_.warnings.push_back("group " + std::to_string(g) + ": " +
                                            std::to_string(flat.numel() - offset) +
                                            " trailing padding element(s) in the saved partitions "
@@ -453,8 +454,9 @@ class Planner {
             }
         }
         if (offset != per_rank) {
-            bool empty_partition = std::any_of(first.begin(), first.end(),
-                                               [](const TensorRef& ref) { return ref.numel == 0; });
+            bool empty_partition =
+                std::any_of(first.begin(), first.end(),
+                            [](const checkpoint::TensorRef& ref) { return ref.numel == 0; });
             if (meta_.files.has_offloaded_tensors || empty_partition) {
                 throw_unsupported(
                     meta_.files.optim_files.front(),
@@ -493,7 +495,7 @@ class Planner {
         }
     }
 
-    const CheckpointMeta& meta_;
+    const checkpoint::CheckpointMeta& meta_;
     const PlanOptions& options_;
     const std::uint32_t world_;
     ConsolidationPlan result_;
@@ -504,11 +506,12 @@ class Planner {
 
 }  // namespace
 
-ConsolidationPlan plan_consolidation(const CheckpointMeta& meta, const PlanOptions& options) {
+ConsolidationPlan plan_consolidation(const checkpoint::CheckpointMeta& meta,
+                                     const PlanOptions& options) {
     if (meta.world_size == 0 || meta.optim.size() != meta.world_size) {
         throw_internal_error("checkpoint metadata is not assembled");
     }
     return Planner(meta, options).run();
 }
 
-}  // namespace z2f
+}  // namespace z2f::plan

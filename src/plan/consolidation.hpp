@@ -30,7 +30,7 @@
 #include "common/dtype.hpp"
 #include "plan/tensor_plan.hpp"
 
-namespace z2f {
+namespace z2f::plan {
 
 enum class Stage1Frozen : std::uint8_t { kEmit, kSkip };
 
@@ -48,6 +48,7 @@ struct ConsolidationPlan {
     std::vector<std::string> notes;     // informational (printed with -v)
 };
 
-ConsolidationPlan plan_consolidation(const CheckpointMeta& meta, const PlanOptions& options);
+ConsolidationPlan plan_consolidation(const checkpoint::CheckpointMeta& meta,
+                                     const PlanOptions& options);
 
-}  // namespace z2f
+}  // namespace z2f::plan

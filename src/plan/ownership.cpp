@@ -6,7 +6,7 @@
 
 #include "zero2fp32/error.hpp"
 
-namespace z2f {
+namespace z2f::plan {
 namespace {
 
 std::uint64_t task_bytes(const FileWork& file, std::uint32_t begin, std::uint32_t end) {
@@ -95,4 +95,4 @@ Ownership assign_ownership(const std::vector<FileWork>& files, std::uint32_t ran
     return result;
 }
 
-}  // namespace z2f
+}  // namespace z2f::plan

@@ -15,7 +15,7 @@
 #include <cstdint>
 #include <vector>
 
-namespace z2f {
+namespace z2f::plan {
 
 // What ownership needs to know about one output file: the byte size of each tensor slot, in
 // file order.
@@ -41,4 +41,4 @@ struct Ownership {
 
 Ownership assign_ownership(const std::vector<FileWork>& files, std::uint32_t ranks);
 
-}  // namespace z2f
+}  // namespace z2f::plan

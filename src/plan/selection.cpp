@@ -5,7 +5,7 @@
 
 #include "zero2fp32/error.hpp"
 
-namespace z2f {
+namespace z2f::plan {
 namespace {
 
 std::vector<std::regex> compile(const std::vector<std::string>& patterns, const char* option) {
@@ -92,4 +92,4 @@ TensorPlan select_tensors(const TensorPlan& plan, const SelectionOptions& option
     return out;
 }
 
-}  // namespace z2f
+}  // namespace z2f::plan

@@ -12,7 +12,7 @@
 
 #include "plan/tensor_plan.hpp"
 
-namespace z2f {
+namespace z2f::plan {
 
 struct SelectionOptions {
     std::vector<std::string> include;
@@ -23,4 +23,4 @@ struct SelectionOptions {
 
 TensorPlan select_tensors(const TensorPlan& plan, const SelectionOptions& options);
 
-}  // namespace z2f
+}  // namespace z2f::plan

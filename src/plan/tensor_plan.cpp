@@ -1,6 +1,6 @@
 #include "plan/tensor_plan.hpp"
 
-namespace z2f {
+namespace z2f::plan {
 
 std::uint64_t PlannedTensor::numel() const noexcept {
     std::uint64_t count = 1;
@@ -10,4 +10,4 @@ std::uint64_t PlannedTensor::numel() const noexcept {
     return count;
 }
 
-}  // namespace z2f
+}  // namespace z2f::plan

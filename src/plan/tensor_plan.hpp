@@ -13,7 +13,7 @@
 
 #include "common/dtype.hpp"
 
-namespace z2f {
+namespace z2f::plan {
 
 // A byte range of one input file. `file` indexes TensorPlan::inputs.
 struct SourceExtent {
@@ -62,4 +62,4 @@ struct TensorPlan {
     std::vector<PlannedTensor> tensors;
 };
 
-}  // namespace z2f
+}  // namespace z2f::plan

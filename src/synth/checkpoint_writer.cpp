@@ -60,7 +60,7 @@ WrittenFile write_checkpoint_file(const SynthContext& context, const SynthFile& 
                                      : model_states_pickle(context, file.rank);
     const bool torch2 = context.options.torch2;
     WrittenFile written;
-    zip::TorchZipWriter zip(tag_dir + "/" + file.name);
+    container::zip::TorchZipWriter zip(tag_dir + "/" + file.name);
     zip.add_record("data.pkl", content.pickle);
     written.bytes_written += content.pickle.size();
     if (torch2) {

@@ -25,15 +25,15 @@ namespace po = boost::program_options;
 
 namespace {
 
-void print_records(const z2f::TorchFile& torch_file) {
-    const z2f::TorchArchive& archive = torch_file.archive();
+void print_records(const z2f::container::TorchFile& torch_file) {
+    const z2f::container::TorchArchive& archive = torch_file.archive();
     std::cout << "archive folder: " << archive.prefix() << "/\n";
     std::cout << "records: " << archive.records().size() << "\n";
     std::cout << "  " << std::left << std::setw(40) << "name" << std::right << std::setw(14)
               << "data offset" << std::setw(16) << "size" << std::setw(8) << "method"
               << std::setw(12) << "crc32"
               << "\n";
-    for (const z2f::ZipRecord& record : archive.records()) {
+    for (const z2f::container::ZipRecord& record : archive.records()) {
         std::string offset;
         try {
             offset = std::to_string(archive.data_offset(torch_file.file(), record));
@@ -61,10 +61,10 @@ void print_safetensors(const std::string& path) {
     std::uint64_t size = file.size();
     std::array<std::byte, 8> prefix{};
     file.read_exact(0, prefix);
-    std::uint64_t length = z2f::safetensors_header_length(prefix, size, path);
+    std::uint64_t length = z2f::output::safetensors_header_length(prefix, size, path);
     std::vector<std::byte> head(static_cast<std::size_t>(8 + length));
     file.read_exact(0, head);
-    z2f::SafetensorsHeader header = z2f::parse_safetensors_header(head, size, path);
+    z2f::output::SafetensorsHeader header = z2f::output::parse_safetensors_header(head, size, path);
     std::cout << "file: " << path << " (" << size << " bytes, safetensors, header " << length
               << " bytes)\n";
     for (const auto& [key, value] : header.metadata) {
@@ -129,7 +129,7 @@ int main(int argc, char** argv) {
             print_safetensors(path);
             return 0;
         }
-        z2f::TorchFile torch_file = z2f::TorchFile::open(path);
+        z2f::container::TorchFile torch_file = z2f::container::TorchFile::open(path);
         std::cout << "file: " << path << " (" << torch_file.archive().file_size() << " bytes)\n";
         if (vm.count("pickle-only") == 0) {
             print_records(torch_file);
@@ -141,7 +141,7 @@ int main(int argc, char** argv) {
             options.max_lines = vm["max-lines"].as<std::uint64_t>();
             options.describe_tensor = [&](const z2f::pickle::Tensor& tensor) -> std::string {
                 try {
-                    z2f::TensorBytes bytes = torch_file.locate(tensor, "tensor");
+                    z2f::container::TensorBytes bytes = torch_file.locate(tensor, "tensor");
                     return "@ file offset " + std::to_string(bytes.offset) + ", " +
                            std::to_string(bytes.length) + " bytes";
                 } catch (const z2f::Error& error) {

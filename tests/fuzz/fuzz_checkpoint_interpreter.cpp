@@ -97,7 +97,7 @@ std::vector<std::byte> wrap_pickle(std::span<const std::byte> pickle_bytes) {
     return testing::build_zip(entries);
 }
 
-void check_ref(const TensorRef& ref, std::uint64_t file_size, std::string_view what) {
+void check_ref(const checkpoint::TensorRef& ref, std::uint64_t file_size, std::string_view what) {
     std::optional<std::uint64_t> numel = checked_numel(ref.shape);
     expect(numel && *numel == ref.numel, kTarget, std::string(what) + ": numel is not the shape's");
     std::optional<std::uint64_t> length = checked_mul(ref.numel, dtype_size(ref.dtype));
@@ -109,13 +109,13 @@ void check_ref(const TensorRef& ref, std::uint64_t file_size, std::string_view w
 
 struct FileReading {
     std::uint64_t size = 0;
-    std::optional<ModelStatesInfo> model;
-    std::optional<OptimStatesInfo> optim;
+    std::optional<checkpoint::ModelStatesInfo> model;
+    std::optional<checkpoint::OptimStatesInfo> optim;
 };
 
 // Locates every tensor of the document directly, as zero2fp32-inspect does, and checks that a
 // located tensor lies inside the data of its storage record.
-void locate_every_tensor(const TorchFile& file) {
+void locate_every_tensor(const container::TorchFile& file) {
     const std::uint64_t size = file.archive().file_size();
     for_each_object(file.root(), [&](const pickle::Object& object) {
         if (object.type != pickle::ObjectType::kTensor) {
@@ -123,8 +123,8 @@ void locate_every_tensor(const TorchFile& file) {
         }
         const auto& tensor = static_cast<const pickle::Tensor&>(object);
         run_guarded(kTarget, [&] {
-            TensorBytes bytes = file.locate(tensor, "tensor");
-            const ZipRecord& record = file.archive().require(bytes.record);
+            container::TensorBytes bytes = file.locate(tensor, "tensor");
+            const container::ZipRecord& record = file.archive().require(bytes.record);
             std::uint64_t begin = file.archive().data_offset(file.file(), record);
             expect(bytes.offset >= begin && bytes.length <= record.size &&
                        bytes.offset - begin <= record.size - bytes.length,
@@ -137,31 +137,33 @@ void locate_every_tensor(const TorchFile& file) {
 
 FileReading read_file(const std::string& path) {
     FileReading reading;
-    std::optional<TorchFile> file;
-    if (!run_guarded(kTarget, [&] { file.emplace(TorchFile::open(path)); })) {
+    std::optional<container::TorchFile> file;
+    if (!run_guarded(kTarget, [&] { file.emplace(container::TorchFile::open(path)); })) {
         return reading;
     }
     reading.size = file->archive().file_size();
     locate_every_tensor(*file);
     run_guarded(kTarget, [&] {
-        ModelStatesInfo info = read_model_states(*file, 0, ModelFileScope::kFull);
-        for (const NamedTensor& named : info.module_tensors) {
+        checkpoint::ModelStatesInfo info =
+            checkpoint::read_model_states(*file, 0, checkpoint::ModelFileScope::kFull);
+        for (const checkpoint::NamedTensor& named : info.module_tensors) {
             check_ref(named.tensor, reading.size, "module tensor");
         }
-        for (const NamedTensor& named : info.frozen_param_fragments) {
+        for (const checkpoint::NamedTensor& named : info.frozen_param_fragments) {
             check_ref(named.tensor, reading.size, "frozen fragment");
         }
         reading.model = std::move(info);
     });
     run_guarded(kTarget, [&] {
-        ModelStatesInfo info = read_model_states(*file, 0, ModelFileScope::kFrozenFragmentsOnly);
-        for (const NamedTensor& named : info.frozen_param_fragments) {
+        checkpoint::ModelStatesInfo info = checkpoint::read_model_states(
+            *file, 0, checkpoint::ModelFileScope::kFrozenFragmentsOnly);
+        for (const checkpoint::NamedTensor& named : info.frozen_param_fragments) {
             check_ref(named.tensor, reading.size, "frozen fragment");
         }
     });
     run_guarded(kTarget, [&] {
-        OptimStatesInfo info = read_optim_states(*file, 0);
-        for (const TensorRef& ref : info.master) {
+        checkpoint::OptimStatesInfo info = checkpoint::read_optim_states(*file, 0);
+        for (const checkpoint::TensorRef& ref : info.master) {
             check_ref(ref, reading.size, "master partition");
         }
         reading.optim = std::move(info);
@@ -169,10 +171,10 @@ FileReading read_file(const std::string& path) {
     return reading;
 }
 
-void check_plan(const ConsolidationPlan& result) {
-    const TensorPlan& plan = result.plan;
+void check_plan(const plan::ConsolidationPlan& result) {
+    const plan::TensorPlan& plan = result.plan;
     for (std::size_t i = 0; i < plan.tensors.size(); ++i) {
-        const PlannedTensor& tensor = plan.tensors[i];
+        const plan::PlannedTensor& tensor = plan.tensors[i];
         if (tensor.is_alias()) {
             expect(static_cast<std::uint64_t>(tensor.alias_of) < plan.tensors.size() &&
                        tensor.extents.empty(),
@@ -184,7 +186,7 @@ void check_plan(const ConsolidationPlan& result) {
             numel ? checked_mul(*numel, dtype_size(tensor.source_dtype)) : std::nullopt;
         expect(expected.has_value(), kTarget, "tensor '" + tensor.name + "' size overflows");
         std::uint64_t total = 0;
-        for (const SourceExtent& extent : tensor.extents) {
+        for (const plan::SourceExtent& extent : tensor.extents) {
             expect(extent.file < plan.inputs.size(), kTarget,
                    "tensor '" + tensor.name + "' reads from an unknown input");
             std::uint64_t file_size = plan.inputs[extent.file].size;
@@ -204,7 +206,7 @@ void check_plan(const ConsolidationPlan& result) {
 // assembly checks and the planner with fuzzed metadata.
 void plan_checkpoint(const std::string& model_path, const FileReading& model_file,
                      const std::string& optim_path, const FileReading& optim_file) {
-    const OptimStatesInfo& optim = *optim_file.optim;
+    const checkpoint::OptimStatesInfo& optim = *optim_file.optim;
     if (optim.partition_count.empty()) {
         return;
     }
@@ -213,60 +215,62 @@ void plan_checkpoint(const std::string& model_path, const FileReading& model_fil
     if (world < 1 || world > kMaxPlannedWorld) {
         return;
     }
-    CheckpointFiles files;
+    checkpoint::CheckpointFiles files;
     files.checkpoint_dir = "/fuzz";
     files.tag = "global_step1";
     files.tag_dir = "/fuzz/global_step1";
-    files.per_rank_model_files = optim.layout == MasterLayout::kPerParam;
+    files.per_rank_model_files = optim.layout == checkpoint::MasterLayout::kPerParam;
     std::size_t model_count = files.per_rank_model_files ? static_cast<std::size_t>(world) : 1;
     files.model_files.assign(model_count, model_path);
     files.optim_files.assign(static_cast<std::size_t>(world), optim_path);
 
-    std::vector<FileMeta> metas;
+    std::vector<checkpoint::FileMeta> metas;
     for (std::size_t i = 0; i < model_count; ++i) {
-        FileMeta meta;
+        checkpoint::FileMeta meta;
         meta.size = model_file.size;
-        ModelStatesInfo info = *model_file.model;
+        checkpoint::ModelStatesInfo info = *model_file.model;
         if (i > 0) {
             // Only the first model file is read in full.
-            ModelStatesInfo fragments;
+            checkpoint::ModelStatesInfo fragments;
             fragments.frozen_param_fragments = info.frozen_param_fragments;
             info = std::move(fragments);
         }
-        for (NamedTensor& named : info.module_tensors) {
+        for (checkpoint::NamedTensor& named : info.module_tensors) {
             named.tensor.file = static_cast<std::uint32_t>(i);
         }
-        for (NamedTensor& named : info.frozen_param_fragments) {
+        for (checkpoint::NamedTensor& named : info.frozen_param_fragments) {
             named.tensor.file = static_cast<std::uint32_t>(i);
         }
         meta.info = std::move(info);
         metas.push_back(std::move(meta));
     }
     for (std::size_t r = 0; r < static_cast<std::size_t>(world); ++r) {
-        FileMeta meta;
+        checkpoint::FileMeta meta;
         meta.size = optim_file.size;
-        OptimStatesInfo info = optim;
-        for (TensorRef& ref : info.master) {
+        checkpoint::OptimStatesInfo info = optim;
+        for (checkpoint::TensorRef& ref : info.master) {
             ref.file = static_cast<std::uint32_t>(model_count + r);
         }
         meta.info = std::move(info);
         metas.push_back(std::move(meta));
     }
 
-    std::optional<CheckpointMeta> meta;
-    if (!run_guarded(kTarget, [&] { meta = assemble_checkpoint_meta(files, std::move(metas)); })) {
+    std::optional<checkpoint::CheckpointMeta> meta;
+    if (!run_guarded(kTarget, [&] {
+            meta = checkpoint::assemble_checkpoint_meta(files, std::move(metas));
+        })) {
         return;
     }
-    PlanOptions defaults;
-    PlanOptions parity;
+    plan::PlanOptions defaults;
+    plan::PlanOptions parity;
     parity.cast_all_buffers = true;
     parity.keep_frozen_dtype = true;
-    PlanOptions slim;
+    plan::PlanOptions slim;
     slim.dtype = DType::kBF16;
     slim.exclude_frozen = true;
-    slim.stage1_frozen = Stage1Frozen::kSkip;
-    for (const PlanOptions* options : {&defaults, &parity, &slim}) {
-        run_guarded(kTarget, [&] { check_plan(plan_consolidation(*meta, *options)); });
+    slim.stage1_frozen = plan::Stage1Frozen::kSkip;
+    for (const plan::PlanOptions* options : {&defaults, &parity, &slim}) {
+        run_guarded(kTarget, [&] { check_plan(plan::plan_consolidation(*meta, *options)); });
     }
 }
 

@@ -15,16 +15,16 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     constexpr std::string_view kTarget = "safetensors_header";
     std::span<const std::byte> input = fuzz::as_bytes(data, size);
     fuzz::run_guarded(kTarget, [&] {
-        std::uint64_t length =
-            safetensors_header_length(input.first(std::min<std::size_t>(size, 8)), size, "fuzz");
+        std::uint64_t length = output::safetensors_header_length(
+            input.first(std::min<std::size_t>(size, 8)), size, "fuzz");
         fuzz::expect(length <= size - 8, kTarget,
                      "header length accepted past the end of the file");
-        SafetensorsHeader header = parse_safetensors_header(
+        output::SafetensorsHeader header = output::parse_safetensors_header(
             input.first(static_cast<std::size_t>(8 + length)), size, "fuzz");
         fuzz::expect(header.data_offset == 8 + header.header_length, kTarget,
                      "data offset is not 8 + N");
         std::uint64_t cursor = 0;
-        for (const SafetensorsTensorInfo& tensor : header.tensors) {
+        for (const output::SafetensorsTensorInfo& tensor : header.tensors) {
             fuzz::expect(tensor.begin == cursor && tensor.end >= tensor.begin, kTarget,
                          "accepted tensors do not tile the data buffer");
             auto numel = checked_numel(tensor.shape);

@@ -20,11 +20,12 @@ constexpr std::string_view kTarget = "zip_reader";
 // the size refusal itself is part of what is exercised.
 constexpr std::uint64_t kMaxRecordRead = std::uint64_t{1} << 20;
 
-void check_archive(const io::File& file, const TorchArchive& archive, std::uint64_t size) {
+void check_archive(const io::File& file, const container::TorchArchive& archive,
+                   std::uint64_t size) {
     expect(archive.file_size() == size, kTarget, "file_size() differs from the input size");
     expect(!archive.prefix().empty(), kTarget, "an opened archive has an empty prefix");
     expect(!archive.records().empty(), kTarget, "an opened archive has no records");
-    for (const ZipRecord& record : archive.records()) {
+    for (const container::ZipRecord& record : archive.records()) {
         expect(!record.name.empty(), kTarget, "a record has an empty name");
         expect(archive.find(record.name) == &record, kTarget,
                "find() does not return the record of that name (duplicate names?)");
@@ -50,12 +51,12 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     using namespace z2f;
     std::span<const std::byte> input = fuzz::as_bytes(data, size);
     // The sniffer sees the first bytes only, as in TorchArchive::open.
-    sniff_torch_file(input.first(std::min<std::size_t>(input.size(), 512)));
+    container::sniff_torch_file(input.first(std::min<std::size_t>(input.size(), 512)));
 
     const std::string& path = fuzz::scratch_file(0).write(input);
     fuzz::run_guarded(fuzz::kTarget, [&] {
         io::File file = io::File::open_read(path);
-        TorchArchive archive = TorchArchive::open(file);
+        container::TorchArchive archive = container::TorchArchive::open(file);
         fuzz::check_archive(file, archive, size);
     });
     return 0;

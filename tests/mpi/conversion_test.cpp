@@ -278,7 +278,7 @@ TEST(MpiConversion, HalfPrecisionOutputsRoundTheFp32Masters) {
             ASSERT_NE(truth, nullptr);
             EXPECT_EQ(tensor.dtype, dtype);
             std::vector<std::byte> rounded(truth->bytes.size() / 2);
-            convert_elements(DType::kF32, truth->bytes, dtype, rounded);
+            io::convert_elements(DType::kF32, truth->bytes, dtype, rounded);
             EXPECT_TRUE(tensor.bytes == rounded) << tensor.name;
         }
     }

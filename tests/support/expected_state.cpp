@@ -11,7 +11,7 @@ namespace z2f::testing {
 namespace {
 
 std::vector<ExpectedTensor> read_dict(const std::string& path, bool nested) {
-    TorchFile file = TorchFile::open(path);
+    container::TorchFile file = container::TorchFile::open(path);
     const auto* root = file.root().get<pickle::Dict>();
     const pickle::Value* state = root == nullptr ? nullptr
                                  : nested        ? root->find("state_dict")
@@ -26,7 +26,7 @@ std::vector<ExpectedTensor> read_dict(const std::string& path, bool nested) {
         if (!key.string() || tensor == nullptr) {
             throw std::runtime_error(path + ": state_dict entry is not name -> tensor");
         }
-        TensorBytes located = file.locate(*tensor, *key.string());
+        container::TensorBytes located = file.locate(*tensor, *key.string());
         ExpectedTensor expected;
         expected.name = std::string(*key.string());
         expected.dtype = located.dtype;

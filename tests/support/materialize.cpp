@@ -8,9 +8,10 @@
 
 namespace z2f::testing {
 
-std::vector<std::byte> read_source_bytes(const TensorPlan& plan, const PlannedTensor& tensor) {
+std::vector<std::byte> read_source_bytes(const plan::TensorPlan& plan,
+                                         const plan::PlannedTensor& tensor) {
     std::vector<std::byte> bytes;
-    for (const SourceExtent& extent : tensor.extents) {
+    for (const plan::SourceExtent& extent : tensor.extents) {
         auto part = read_range(plan.inputs.at(extent.file).path, extent.offset, extent.length);
         bytes.insert(bytes.end(), part.begin(), part.end());
     }
@@ -21,8 +22,8 @@ std::vector<std::byte> read_source_bytes(const TensorPlan& plan, const PlannedTe
     return bytes;
 }
 
-std::vector<std::byte> materialize(const TensorPlan& plan, std::size_t index) {
-    const PlannedTensor* tensor = &plan.tensors.at(index);
+std::vector<std::byte> materialize(const plan::TensorPlan& plan, std::size_t index) {
+    const plan::PlannedTensor* tensor = &plan.tensors.at(index);
     if (tensor->is_alias()) {
         tensor = &plan.tensors.at(static_cast<std::size_t>(tensor->alias_of));
     }

@@ -10,7 +10,8 @@
 
 namespace z2f::testing {
 
-std::vector<std::byte> read_source_bytes(const TensorPlan& plan, const PlannedTensor& tensor);
-std::vector<std::byte> materialize(const TensorPlan& plan, std::size_t index);
+std::vector<std::byte> read_source_bytes(const plan::TensorPlan& plan,
+                                         const plan::PlannedTensor& tensor);
+std::vector<std::byte> materialize(const plan::TensorPlan& plan, std::size_t index);
 
 }  // namespace z2f::testing

@@ -15,7 +15,7 @@ namespace z2f::testing {
 
 SafetensorsContent read_safetensors(const std::string& path) {
     std::vector<std::byte> bytes = read_file_bytes(path);
-    SafetensorsHeader header = parse_safetensors_header(bytes, bytes.size(), path);
+    output::SafetensorsHeader header = output::parse_safetensors_header(bytes, bytes.size(), path);
     SafetensorsContent content;
     content.metadata = header.metadata;
     for (const auto& info : header.tensors) {

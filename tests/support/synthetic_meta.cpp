@@ -3,8 +3,8 @@
 namespace z2f::testing {
 namespace {
 
-CheckpointMeta skeleton(std::uint32_t world, bool per_rank_models) {
-    CheckpointMeta meta;
+checkpoint::CheckpointMeta skeleton(std::uint32_t world, bool per_rank_models) {
+    checkpoint::CheckpointMeta meta;
     meta.world_size = world;
     std::uint32_t models = per_rank_models ? world : 1;
     for (std::uint32_t r = 0; r < models; ++r) {
@@ -28,8 +28,9 @@ CheckpointMeta skeleton(std::uint32_t world, bool per_rank_models) {
     return meta;
 }
 
-TensorRef master(std::uint32_t file, std::uint32_t rank, std::size_t group, std::uint64_t numel) {
-    TensorRef ref;
+checkpoint::TensorRef master(std::uint32_t file, std::uint32_t rank, std::size_t group,
+                             std::uint64_t numel) {
+    checkpoint::TensorRef ref;
     ref.file = file;
     ref.dtype = DType::kF32;
     ref.shape = {numel};
@@ -53,16 +54,17 @@ std::uint64_t synthetic_master_offset(std::uint32_t rank, std::size_t group) {
     return (std::uint64_t{rank} << 32) + (std::uint64_t{group} << 24) + 4096;
 }
 
-CheckpointMeta synthetic_stage12(std::uint32_t world,
-                                 const std::vector<std::vector<SyntheticParam>>& groups,
-                                 bool bf16_optimizer) {
-    CheckpointMeta meta = skeleton(world, false);
-    meta.layout = bf16_optimizer ? MasterLayout::kPaddedGroups : MasterLayout::kFlatGroups;
+checkpoint::CheckpointMeta synthetic_stage12(std::uint32_t world,
+                                             const std::vector<std::vector<SyntheticParam>>& groups,
+                                             bool bf16_optimizer) {
+    checkpoint::CheckpointMeta meta = skeleton(world, false);
+    meta.layout = bf16_optimizer ? checkpoint::MasterLayout::kPaddedGroups
+                                 : checkpoint::MasterLayout::kFlatGroups;
     meta.zero_stage = bf16_optimizer ? 1 : 2;
     meta.optim.resize(world);
-    std::vector<std::vector<NamedShape>> shapes;
+    std::vector<std::vector<checkpoint::NamedShape>> shapes;
     for (std::size_t g = 0; g < groups.size(); ++g) {
-        std::vector<NamedShape> named;
+        std::vector<checkpoint::NamedShape> named;
         std::uint64_t total = 0;
         for (const auto& p : groups[g]) {
             named.push_back({p.name, p.shape});
@@ -85,15 +87,15 @@ CheckpointMeta synthetic_stage12(std::uint32_t world,
     return meta;
 }
 
-CheckpointMeta synthetic_stage3(std::uint32_t world,
-                                const std::vector<std::vector<SyntheticParam>>& subgroups) {
-    CheckpointMeta meta = skeleton(world, true);
-    meta.layout = MasterLayout::kPerParam;
+checkpoint::CheckpointMeta synthetic_stage3(
+    std::uint32_t world, const std::vector<std::vector<SyntheticParam>>& subgroups) {
+    checkpoint::CheckpointMeta meta = skeleton(world, true);
+    meta.layout = checkpoint::MasterLayout::kPerParam;
     meta.zero_stage = 3;
     meta.optim.resize(world);
-    std::vector<std::vector<NamedShape>> shapes;
+    std::vector<std::vector<checkpoint::NamedShape>> shapes;
     for (std::size_t j = 0; j < subgroups.size(); ++j) {
-        std::vector<NamedShape> named;
+        std::vector<checkpoint::NamedShape> named;
         std::uint64_t length = 0;
         for (const auto& p : subgroups[j]) {
             named.push_back({p.name, p.shape});

@@ -17,13 +17,13 @@ struct SyntheticParam {
 };
 
 // Stage 1/2 (padding stripped, like DeepSpeed) or BF16_Optimizer (padding kept).
-CheckpointMeta synthetic_stage12(std::uint32_t world,
-                                 const std::vector<std::vector<SyntheticParam>>& groups,
-                                 bool bf16_optimizer = false);
+checkpoint::CheckpointMeta synthetic_stage12(std::uint32_t world,
+                                             const std::vector<std::vector<SyntheticParam>>& groups,
+                                             bool bf16_optimizer = false);
 
 // Stage 3: one flat partition per sub-group and rank, each sub-group padded per parameter.
-CheckpointMeta synthetic_stage3(std::uint32_t world,
-                                const std::vector<std::vector<SyntheticParam>>& subgroups);
+checkpoint::CheckpointMeta synthetic_stage3(
+    std::uint32_t world, const std::vector<std::vector<SyntheticParam>>& subgroups);
 
 // Base file offset of master tensor `group` of rank `rank` in synthetic metas (4-byte elements).
 std::uint64_t synthetic_master_offset(std::uint32_t rank, std::size_t group);

@@ -12,7 +12,7 @@
 namespace z2f::test {
 namespace {
 
-std::vector<std::byte> checked_fill(const SlotFiller& fill, const TensorSlot& slot) {
+std::vector<std::byte> checked_fill(const SlotFiller& fill, const output::TensorSlot& slot) {
     std::vector<std::byte> bytes = fill(slot);
     if (bytes.size() != slot.length) {
         throw std::runtime_error("slot filler returned the wrong number of bytes");
@@ -29,8 +29,8 @@ void place(std::vector<std::byte>& file, std::uint64_t offset, std::span<const s
     }
 }
 
-PlannedTensor tensor(std::string name, std::vector<std::uint64_t> shape, DType dtype) {
-    PlannedTensor t;
+plan::PlannedTensor tensor(std::string name, std::vector<std::uint64_t> shape, DType dtype) {
+    plan::PlannedTensor t;
     t.name = std::move(name);
     t.shape = std::move(shape);
     t.source_dtype = dtype;
@@ -40,40 +40,40 @@ PlannedTensor tensor(std::string name, std::vector<std::uint64_t> shape, DType d
 
 }  // namespace
 
-std::vector<std::uint32_t> realize_torch_layout(const OutputFileLayout& layout,
+std::vector<std::uint32_t> realize_torch_layout(const output::OutputFileLayout& layout,
                                                 const std::string& path, const SlotFiller& fill) {
     io::File file = io::File::create_truncate(path);
     file.truncate(layout.size);
-    for (const FixedRegion& region : layout.fixed) {
+    for (const output::FixedRegion& region : layout.fixed) {
         file.write_all(region.offset, region.bytes);
     }
     std::vector<std::uint32_t> crcs;
-    for (const TensorSlot& slot : layout.slots) {
+    for (const output::TensorSlot& slot : layout.slots) {
         std::vector<std::byte> bytes = checked_fill(fill, slot);
         file.write_all(slot.offset, bytes);
         crcs.push_back(crc32_of(bytes));
     }
-    for (const FixedRegion& region : torch_bin_tail(layout, crcs)) {
+    for (const output::FixedRegion& region : output::torch_bin_tail(layout, crcs)) {
         file.write_all(region.offset, region.bytes);
     }
     file.close();
     return crcs;
 }
 
-std::vector<std::byte> realize_torch_layout_in_memory(const OutputFileLayout& layout,
+std::vector<std::byte> realize_torch_layout_in_memory(const output::OutputFileLayout& layout,
                                                       const SlotFiller& fill) {
     // Poisoned so that a byte no region covers shows up in the zip checks.
     std::vector<std::byte> file(layout.size, std::byte{0xEE});
-    for (const FixedRegion& region : layout.fixed) {
+    for (const output::FixedRegion& region : layout.fixed) {
         place(file, region.offset, region.bytes);
     }
     std::vector<std::uint32_t> crcs;
-    for (const TensorSlot& slot : layout.slots) {
+    for (const output::TensorSlot& slot : layout.slots) {
         std::vector<std::byte> bytes = checked_fill(fill, slot);
         place(file, slot.offset, bytes);
         crcs.push_back(crc32_of(bytes));
     }
-    for (const FixedRegion& region : torch_bin_tail(layout, crcs)) {
+    for (const output::FixedRegion& region : output::torch_bin_tail(layout, crcs)) {
         place(file, region.offset, region.bytes);
     }
     return file;
@@ -122,8 +122,8 @@ std::vector<std::byte> sample_values(DType dtype, std::uint64_t numel, std::uint
     return out.take();
 }
 
-TensorPlan sample_plan() {
-    TensorPlan plan;
+plan::TensorPlan sample_plan() {
+    plan::TensorPlan plan;
     plan.tensors.push_back(tensor("a.weight", {3, 5}, DType::kF32));
     plan.tensors.push_back(tensor("a.bias", {5}, DType::kF32));
     plan.tensors.push_back(tensor("b.scale", {2, 2}, DType::kBF16));
@@ -134,15 +134,16 @@ TensorPlan sample_plan() {
     plan.tensors.push_back(tensor("mask", {4}, DType::kBool));
     plan.tensors.push_back(tensor("c.double", {2}, DType::kF64));
     plan.tensors.push_back(tensor("also_empty", {2, 0}, DType::kBF16));
-    PlannedTensor tied = tensor("tied.weight", {3, 5}, DType::kF32);
-    tied.role = TensorRole::kAlias;
+    plan::PlannedTensor tied = tensor("tied.weight", {3, 5}, DType::kF32);
+    tied.role = plan::TensorRole::kAlias;
     tied.alias_of = 0;
     plan.tensors.push_back(tied);
     return plan;
 }
 
-std::vector<std::byte> sample_slot_bytes(const TensorPlan& plan, const TensorSlot& slot) {
-    const PlannedTensor& t = plan.tensors[slot.tensor];
+std::vector<std::byte> sample_slot_bytes(const plan::TensorPlan& plan,
+                                         const output::TensorSlot& slot) {
+    const plan::PlannedTensor& t = plan.tensors[slot.tensor];
     return sample_values(t.output_dtype, t.numel(), slot.tensor);
 }
 

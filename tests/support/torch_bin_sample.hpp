@@ -14,15 +14,15 @@
 namespace z2f::test {
 
 // Bytes of a slot; must be slot.length long.
-using SlotFiller = std::function<std::vector<std::byte>(const TensorSlot& slot)>;
+using SlotFiller = std::function<std::vector<std::byte>(const output::TensorSlot& slot)>;
 
 // Creates `path` and writes the whole layout: fixed regions, every slot, then the tail built
 // from the slots' CRCs. Returns the slot CRCs.
-std::vector<std::uint32_t> realize_torch_layout(const OutputFileLayout& layout,
+std::vector<std::uint32_t> realize_torch_layout(const output::OutputFileLayout& layout,
                                                 const std::string& path, const SlotFiller& fill);
 
 // The same into memory.
-std::vector<std::byte> realize_torch_layout_in_memory(const OutputFileLayout& layout,
+std::vector<std::byte> realize_torch_layout_in_memory(const output::OutputFileLayout& layout,
                                                       const SlotFiller& fill);
 
 // Deterministic values for tensor number `index` of the sample, `numel` elements of `dtype`:
@@ -32,9 +32,10 @@ std::vector<std::byte> sample_values(DType dtype, std::uint64_t numel, std::uint
 
 // A plan with fp32, bf16, fp16, fp64, int64, bool tensors, a 0-dim tensor, 0-element tensors and
 // a tied alias ("tied.weight" shares "a.weight"). All tensors go to one file in plan order.
-TensorPlan sample_plan();
+plan::TensorPlan sample_plan();
 
 // Filler for sample_plan() layouts: slot.tensor's sample_values.
-std::vector<std::byte> sample_slot_bytes(const TensorPlan& plan, const TensorSlot& slot);
+std::vector<std::byte> sample_slot_bytes(const plan::TensorPlan& plan,
+                                         const output::TensorSlot& slot);
 
 }  // namespace z2f::test

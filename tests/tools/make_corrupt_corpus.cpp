@@ -61,9 +61,9 @@ void record_case(const std::string& label, const std::string& expect) {
 // Rewrites a torch file with its data.pkl passed through `edit` (all other records copied).
 void rewrite_pickle(const std::string& path, const std::function<void(Bytes&)>& edit) {
     z2f::io::File file = z2f::io::File::open_read(path);
-    z2f::TorchArchive archive = z2f::TorchArchive::open(file);
+    z2f::container::TorchArchive archive = z2f::container::TorchArchive::open(file);
     std::vector<std::pair<std::string, Bytes>> records;
-    for (const z2f::ZipRecord& record : archive.records()) {
+    for (const z2f::container::ZipRecord& record : archive.records()) {
         Bytes data = archive.read_record(file, record, UINT64_MAX);
         if (record.name == "data.pkl")
             edit(data);
@@ -72,7 +72,7 @@ void rewrite_pickle(const std::string& path, const std::function<void(Bytes&)>& 
     std::string prefix = archive.prefix();
     file.close();
     std::string temp = path + ".new";
-    z2f::zip::TorchZipWriter writer(temp, prefix);
+    z2f::container::zip::TorchZipWriter writer(temp, prefix);
     for (const auto& [name, data] : records)
         writer.add_record(name, data);
     writer.finish();
@@ -106,8 +106,8 @@ struct RecordSpan {
 
 RecordSpan locate(const std::string& path, const std::string& name) {
     z2f::io::File file = z2f::io::File::open_read(path);
-    z2f::TorchArchive archive = z2f::TorchArchive::open(file);
-    const z2f::ZipRecord& record = archive.require(name);
+    z2f::container::TorchArchive archive = z2f::container::TorchArchive::open(file);
+    const z2f::container::ZipRecord& record = archive.require(name);
     Bytes all = read_all(path);
     std::size_t central = z2f::as_string_view(all).find(std::string("PK\x01\x02", 4));
     return {archive.data_offset(file, record), record.size, central};

@@ -3,8 +3,8 @@
 //
 //   OUT/sample.bin       test::sample_plan() laid out by layout_torch_bin_file and realised the
 //                        way the execute phase does (fixed regions, slots, CRCs, tail)
-//   OUT/sample_seq.bin   the same records written by zip::TorchZipWriter (must be identical)
-//   OUT/values.pkl       a DeepSpeed-shaped pickle built with pickle::PickleValue
+//   OUT/sample_seq.bin   the same records written by container::zip::TorchZipWriter (must be
+//   identical) OUT/values.pkl       a DeepSpeed-shaped pickle built with pickle::PickleValue
 //   OUT/huge_sparse.bin  (with --zip64) a layout holding a 5 GiB bf16 tensor, written as a sparse
 //                        file: only headers and two small tensors are real bytes, the big
 //                        storage is a hole of zeros whose CRC is computed with crc32_join
@@ -28,24 +28,26 @@ namespace {
 
 using namespace z2f;
 
-std::vector<std::uint32_t> all_indices(const TensorPlan& plan) {
+std::vector<std::uint32_t> all_indices(const plan::TensorPlan& plan) {
     std::vector<std::uint32_t> indices(plan.tensors.size());
     std::iota(indices.begin(), indices.end(), 0u);
     return indices;
 }
 
 void write_sample(const std::string& dir) {
-    TensorPlan plan = test::sample_plan();
-    OutputFileLayout layout = layout_torch_bin_file("sample.bin", plan, all_indices(plan));
+    plan::TensorPlan plan = test::sample_plan();
+    output::OutputFileLayout layout =
+        output::layout_torch_bin_file("sample.bin", plan, all_indices(plan));
     std::string path = dir + "/sample.bin";
-    test::realize_torch_layout(
-        layout, path, [&](const TensorSlot& slot) { return test::sample_slot_bytes(plan, slot); });
+    test::realize_torch_layout(layout, path, [&](const output::TensorSlot& slot) {
+        return test::sample_slot_bytes(plan, slot);
+    });
 
     // Same records, sequential writer. Record bytes come from the file just written.
     std::string text = io::read_small_file(path, std::size_t{1} << 24);
     std::span<const std::byte> file = as_byte_span(text);
-    zip::TorchZipWriter writer(dir + "/sample_seq.bin", "sample");
-    for (const ZipEntry& entry : layout.zip_entries) {
+    container::zip::TorchZipWriter writer(dir + "/sample_seq.bin", "sample");
+    for (const output::ZipEntry& entry : layout.zip_entries) {
         std::string name = entry.name.substr(entry.name.find('/') + 1);
         writer.add_record(name, file.subspan(entry.data_offset, entry.size));
     }
@@ -120,9 +122,9 @@ std::uint32_t crc_of_zeros(std::uint64_t length) {
 }
 
 void write_huge_sparse(const std::string& dir) {
-    TensorPlan plan;
+    plan::TensorPlan plan;
     auto add = [&](std::string name, std::vector<std::uint64_t> shape, DType dtype) {
-        PlannedTensor t;
+        plan::PlannedTensor t;
         t.name = std::move(name);
         t.shape = std::move(shape);
         t.output_dtype = dtype;
@@ -131,24 +133,25 @@ void write_huge_sparse(const std::string& dir) {
     add("small", {4}, DType::kF32);
     add("huge", {std::uint64_t{5} << 29}, DType::kBF16);  // 5 GiB
     add("after", {2, 2}, DType::kF32);
-    OutputFileLayout layout = layout_torch_bin_file("huge_sparse.bin", plan, all_indices(plan));
+    output::OutputFileLayout layout =
+        output::layout_torch_bin_file("huge_sparse.bin", plan, all_indices(plan));
     io::File file = io::File::create_truncate(dir + "/huge_sparse.bin");
     file.truncate(layout.size);  // a hole: the big storage reads as zeros
-    for (const FixedRegion& region : layout.fixed) {
+    for (const output::FixedRegion& region : layout.fixed) {
         file.write_all(region.offset, region.bytes);
     }
     std::vector<std::uint32_t> crcs;
-    for (const TensorSlot& slot : layout.slots) {
+    for (const output::TensorSlot& slot : layout.slots) {
         if (slot.tensor == 1) {
             crcs.push_back(crc_of_zeros(slot.length));
             continue;
         }
-        const PlannedTensor& t = plan.tensors[slot.tensor];
+        const plan::PlannedTensor& t = plan.tensors[slot.tensor];
         std::vector<std::byte> bytes = test::sample_values(t.output_dtype, t.numel(), slot.tensor);
         file.write_all(slot.offset, bytes);
         crcs.push_back(crc32_of(bytes));
     }
-    for (const FixedRegion& region : torch_bin_tail(layout, crcs)) {
+    for (const output::FixedRegion& region : output::torch_bin_tail(layout, crcs)) {
         file.write_all(region.offset, region.bytes);
     }
     file.close();

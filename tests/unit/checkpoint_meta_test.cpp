@@ -8,27 +8,27 @@ namespace z2f {
 namespace {
 
 struct Fake {
-    CheckpointFiles files;
-    std::vector<FileMeta> metas;
+    checkpoint::CheckpointFiles files;
+    std::vector<checkpoint::FileMeta> metas;
 };
 
-TensorRef partition(std::uint64_t numel) {
-    return TensorRef{0, DType::kF32, {numel}, numel, 64, numel * 4};
+checkpoint::TensorRef partition(std::uint64_t numel) {
+    return checkpoint::TensorRef{0, DType::kF32, {numel}, numel, 64, numel * 4};
 }
 
 Fake fake_stage2(std::uint32_t world) {
     Fake fake;
     fake.files.tag_dir = "/ckpt/global_step1";
     fake.files.model_files = {"/ckpt/global_step1/mp_rank_00_model_states.pt"};
-    ModelStatesInfo model;
+    checkpoint::ModelStatesInfo model;
     model.has_buffer_names = true;
-    model.param_shapes = std::vector<std::vector<NamedShape>>{{{"w", {8}}}};
+    model.param_shapes = std::vector<std::vector<checkpoint::NamedShape>>{{{"w", {8}}}};
     fake.metas.push_back({100, model});
     for (std::uint32_t r = 0; r < world; ++r) {
         fake.files.optim_files.push_back("/ckpt/global_step1/zero_pp_rank_" + std::to_string(r) +
                                          "_mp_rank_00_optim_states.pt");
-        OptimStatesInfo optim;
-        optim.layout = MasterLayout::kFlatGroups;
+        checkpoint::OptimStatesInfo optim;
+        optim.layout = checkpoint::MasterLayout::kFlatGroups;
         optim.zero_stage = 2;
         optim.partition_count = {world};
         optim.master = {partition(8 / world)};
@@ -37,16 +37,17 @@ Fake fake_stage2(std::uint32_t world) {
     return fake;
 }
 
-ModelStatesInfo& model_of(Fake& fake) {
-    return std::get<ModelStatesInfo>(fake.metas[0].info);
+checkpoint::ModelStatesInfo& model_of(Fake& fake) {
+    return std::get<checkpoint::ModelStatesInfo>(fake.metas[0].info);
 }
-OptimStatesInfo& optim_of(Fake& fake, std::size_t rank) {
-    return std::get<OptimStatesInfo>(fake.metas[fake.files.model_files.size() + rank].info);
+checkpoint::OptimStatesInfo& optim_of(Fake& fake, std::size_t rank) {
+    return std::get<checkpoint::OptimStatesInfo>(
+        fake.metas[fake.files.model_files.size() + rank].info);
 }
 
 std::string assemble_error(Fake fake, ErrorKind* kind = nullptr) {
     try {
-        assemble_checkpoint_meta(fake.files, fake.metas);
+        checkpoint::assemble_checkpoint_meta(fake.files, fake.metas);
     } catch (const Error& error) {
         if (kind != nullptr)
             *kind = error.kind();
@@ -58,7 +59,7 @@ std::string assemble_error(Fake fake, ErrorKind* kind = nullptr) {
 TEST(CheckpointMeta, AssemblesAStage2Checkpoint) {
     Fake fake = fake_stage2(2);
     model_of(fake).ds_version = "0.16.4";
-    CheckpointMeta meta = assemble_checkpoint_meta(fake.files, fake.metas);
+    checkpoint::CheckpointMeta meta = checkpoint::assemble_checkpoint_meta(fake.files, fake.metas);
     EXPECT_EQ(meta.world_size, 2u);
     EXPECT_EQ(meta.zero_stage, 2);
     EXPECT_EQ(meta.inputs.size(), 3u);
@@ -120,7 +121,7 @@ TEST(CheckpointMeta, RefusedLayouts) {
 TEST(CheckpointMeta, Stage3NeedsOneModelFilePerRank) {
     Fake fake = fake_stage2(2);
     for (std::size_t r = 0; r < 2; ++r) {
-        optim_of(fake, r).layout = MasterLayout::kPerParam;
+        optim_of(fake, r).layout = checkpoint::MasterLayout::kPerParam;
         optim_of(fake, r).zero_stage = 3;
         optim_of(fake, r).partition_count = {2};
     }
@@ -134,7 +135,7 @@ TEST(CheckpointMeta, OldLocationsAndNotes) {
     optim_of(fake, 0).param_shapes = shapes;  // DeepSpeed < 0.6
     model_of(fake).dp_world_size = 4;         // MiCS / hpZ
     model_of(fake).has_buffer_names = false;  // DeepSpeed < 0.4.2
-    CheckpointMeta meta = assemble_checkpoint_meta(fake.files, fake.metas);
+    checkpoint::CheckpointMeta meta = checkpoint::assemble_checkpoint_meta(fake.files, fake.metas);
     EXPECT_TRUE(meta.model.param_shapes.has_value());
     EXPECT_EQ(meta.notes.size(), 3u);
 }
@@ -142,12 +143,12 @@ TEST(CheckpointMeta, OldLocationsAndNotes) {
 TEST(CheckpointMeta, Bf16OptimizerIsStageOneWithPaddedPartitions) {
     Fake fake = fake_stage2(2);
     for (std::size_t r = 0; r < 2; ++r) {
-        optim_of(fake, r).layout = MasterLayout::kPaddedGroups;
+        optim_of(fake, r).layout = checkpoint::MasterLayout::kPaddedGroups;
         optim_of(fake, r).zero_stage = -1;
     }
-    CheckpointMeta meta = assemble_checkpoint_meta(fake.files, fake.metas);
+    checkpoint::CheckpointMeta meta = checkpoint::assemble_checkpoint_meta(fake.files, fake.metas);
     EXPECT_EQ(meta.zero_stage, 1);
-    EXPECT_EQ(meta.layout, MasterLayout::kPaddedGroups);
+    EXPECT_EQ(meta.layout, checkpoint::MasterLayout::kPaddedGroups);
 }
 
 }  // namespace

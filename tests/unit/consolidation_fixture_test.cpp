@@ -18,19 +18,20 @@ namespace {
 
 using testing::ExpectedTensor;
 
-PlanOptions parity_options() {
-    PlanOptions options;
+plan::PlanOptions parity_options() {
+    plan::PlanOptions options;
     options.cast_all_buffers = true;
     options.keep_frozen_dtype = true;
-    options.stage1_frozen = Stage1Frozen::kSkip;
+    options.stage1_frozen = plan::Stage1Frozen::kSkip;
     return options;
 }
 
-ConsolidationPlan plan_fixture(const std::string& fixture, const PlanOptions& options,
-                               const std::string& tag = "") {
-    CheckpointFiles files = discover_checkpoint(testing::fixture_path(fixture), tag);
-    CheckpointMeta meta = read_checkpoint_meta(files);
-    return plan_consolidation(meta, options);
+plan::ConsolidationPlan plan_fixture(const std::string& fixture, const plan::PlanOptions& options,
+                                     const std::string& tag = "") {
+    checkpoint::CheckpointFiles files =
+        checkpoint::discover_checkpoint(testing::fixture_path(fixture), tag);
+    checkpoint::CheckpointMeta meta = checkpoint::read_checkpoint_meta(files);
+    return plan::plan_consolidation(meta, options);
 }
 
 // Defaults: every tensor of the engine's own state dict, bit for bit; trainable parameters are
@@ -38,12 +39,12 @@ ConsolidationPlan plan_fixture(const std::string& fixture, const PlanOptions& op
 void expect_matches_engine(const std::string& fixture, const std::string& expected_file,
                            const std::string& tag = "") {
     SCOPED_TRACE(fixture + " " + tag);
-    ConsolidationPlan result = plan_fixture(fixture, PlanOptions{}, tag);
+    plan::ConsolidationPlan result = plan_fixture(fixture, plan::PlanOptions{}, tag);
     auto expected =
         testing::read_expected_state_dict(testing::fixture_path(fixture + "/" + expected_file));
     ASSERT_EQ(result.plan.tensors.size(), expected.size());
     for (std::size_t i = 0; i < result.plan.tensors.size(); ++i) {
-        const PlannedTensor& tensor = result.plan.tensors[i];
+        const plan::PlannedTensor& tensor = result.plan.tensors[i];
         SCOPED_TRACE(tensor.name);
         const ExpectedTensor* truth = testing::find_tensor(expected, tensor.name);
         ASSERT_NE(truth, nullptr);
@@ -55,15 +56,15 @@ void expect_matches_engine(const std::string& fixture, const std::string& expect
 
 // --parity: names, order, shapes, dtypes and values exactly as zero_to_fp32.py wrote them.
 void expect_matches_zero_to_fp32(const std::string& fixture, const std::string& variant,
-                                 PlanOptions options = parity_options(),
+                                 plan::PlanOptions options = parity_options(),
                                  const std::string& tag = "") {
     SCOPED_TRACE(fixture + " " + variant);
-    ConsolidationPlan result = plan_fixture(fixture, options, tag);
+    plan::ConsolidationPlan result = plan_fixture(fixture, options, tag);
     auto reference = testing::read_torch_state_dict(
         testing::fixture_path(fixture + "/ref/" + variant + "/pytorch_model.bin"));
     ASSERT_EQ(result.plan.tensors.size(), reference.size());
     for (std::size_t i = 0; i < reference.size(); ++i) {
-        const PlannedTensor& tensor = result.plan.tensors[i];
+        const plan::PlannedTensor& tensor = result.plan.tensors[i];
         EXPECT_EQ(tensor.name, reference[i].name) << i;
         EXPECT_EQ(tensor.shape, reference[i].shape) << tensor.name;
         EXPECT_EQ(tensor.output_dtype, reference[i].dtype) << tensor.name;
@@ -98,10 +99,11 @@ TEST(ConsolidationFixtures, OtherTags) {
 }
 
 TEST(ConsolidationFixtures, TagFolderGivenDirectly) {
-    CheckpointFiles files =
-        discover_checkpoint(testing::fixture_path("z2_ws2_multitag_fp32/global_step2"), "");
+    checkpoint::CheckpointFiles files = checkpoint::discover_checkpoint(
+        testing::fixture_path("z2_ws2_multitag_fp32/global_step2"), "");
     EXPECT_EQ(files.tag, "global_step2");
-    ConsolidationPlan result = plan_consolidation(read_checkpoint_meta(files), PlanOptions{});
+    plan::ConsolidationPlan result =
+        plan::plan_consolidation(checkpoint::read_checkpoint_meta(files), plan::PlanOptions{});
     auto expected = testing::read_expected_state_dict(
         testing::fixture_path("z2_ws2_multitag_fp32/expected_global_step2.pt"));
     ASSERT_EQ(result.plan.tensors.size(), expected.size());
@@ -113,27 +115,27 @@ TEST(ConsolidationFixtures, TagFolderGivenDirectly) {
 
 TEST(ConsolidationFixtures, ExcludeFrozenParameters) {
     for (const char* fixture : {"z2_ws2_frozen_bf16", "z3_ws2_frozen_bf16"}) {
-        PlanOptions options = parity_options();
+        plan::PlanOptions options = parity_options();
         options.exclude_frozen = true;
         expect_matches_zero_to_fp32(fixture, "exclude_frozen", options);
     }
 }
 
 TEST(ConsolidationFixtures, FrozenParametersComeFirstAndStayBf16UnderParity) {
-    ConsolidationPlan result = plan_fixture("z3_ws2_frozen_bf16", parity_options());
+    plan::ConsolidationPlan result = plan_fixture("z3_ws2_frozen_bf16", parity_options());
     ASSERT_GE(result.plan.tensors.size(), 2u);
     EXPECT_EQ(result.plan.tensors[0].name, "fc1.weight");
-    EXPECT_EQ(result.plan.tensors[0].role, TensorRole::kFrozen);
+    EXPECT_EQ(result.plan.tensors[0].role, plan::TensorRole::kFrozen);
     EXPECT_EQ(result.plan.tensors[0].output_dtype, DType::kBF16);
-    ConsolidationPlan defaults = plan_fixture("z3_ws2_frozen_bf16", PlanOptions{});
+    plan::ConsolidationPlan defaults = plan_fixture("z3_ws2_frozen_bf16", plan::PlanOptions{});
     EXPECT_EQ(defaults.plan.tensors[0].output_dtype, DType::kF32);
 }
 
 TEST(ConsolidationFixtures, TiedAliasSharesItsOwner) {
-    ConsolidationPlan result = plan_fixture("z3_ws2_tied_fp32", PlanOptions{});
-    const PlannedTensor& last = result.plan.tensors.back();
+    plan::ConsolidationPlan result = plan_fixture("z3_ws2_tied_fp32", plan::PlanOptions{});
+    const plan::PlannedTensor& last = result.plan.tensors.back();
     EXPECT_EQ(last.name, "lm_head.weight");
-    EXPECT_EQ(last.role, TensorRole::kAlias);
+    EXPECT_EQ(last.role, plan::TensorRole::kAlias);
     ASSERT_TRUE(last.is_alias());
     EXPECT_EQ(result.plan.tensors[static_cast<std::size_t>(last.alias_of)].name, "embed.weight");
     EXPECT_TRUE(last.extents.empty());
@@ -145,9 +147,9 @@ TEST(ConsolidationFixtures, TiedAliasSharesItsOwner) {
 }
 
 TEST(ConsolidationFixtures, Bf16OutputDtypeAppliesToFloatingTensors) {
-    PlanOptions options;
+    plan::PlanOptions options;
     options.dtype = DType::kBF16;
-    ConsolidationPlan result = plan_fixture("z3_ws2_tied_fp32", options);
+    plan::ConsolidationPlan result = plan_fixture("z3_ws2_tied_fp32", options);
     for (const auto& tensor : result.plan.tensors) {
         EXPECT_EQ(tensor.output_dtype, tensor.name == "position_ids" ? DType::kI64 : DType::kBF16)
             << tensor.name;
@@ -155,26 +157,26 @@ TEST(ConsolidationFixtures, Bf16OutputDtypeAppliesToFloatingTensors) {
 }
 
 TEST(ConsolidationFixtures, MetaFacts) {
-    CheckpointMeta z3 =
-        read_checkpoint_meta(discover_checkpoint(testing::fixture_path("z3_ws4_fp32"), ""));
+    checkpoint::CheckpointMeta z3 = checkpoint::read_checkpoint_meta(
+        checkpoint::discover_checkpoint(testing::fixture_path("z3_ws4_fp32"), ""));
     EXPECT_EQ(z3.world_size, 4u);
     EXPECT_EQ(z3.zero_stage, 3);
-    EXPECT_EQ(z3.layout, MasterLayout::kPerParam);
+    EXPECT_EQ(z3.layout, checkpoint::MasterLayout::kPerParam);
     EXPECT_EQ(z3.ds_version, "0.14.5");
     EXPECT_EQ(z3.inputs.size(), 8u);
-    CheckpointMeta z1 =
-        read_checkpoint_meta(discover_checkpoint(testing::fixture_path("z1_ws2_fp32"), ""));
+    checkpoint::CheckpointMeta z1 = checkpoint::read_checkpoint_meta(
+        checkpoint::discover_checkpoint(testing::fixture_path("z1_ws2_fp32"), ""));
     EXPECT_EQ(z1.zero_stage, 1);
-    EXPECT_EQ(z1.layout, MasterLayout::kFlatGroups);
-    CheckpointMeta bf16opt =
-        read_checkpoint_meta(discover_checkpoint(testing::fixture_path("z1_ws2_bf16opt"), ""));
-    EXPECT_EQ(bf16opt.layout, MasterLayout::kPaddedGroups);
+    EXPECT_EQ(z1.layout, checkpoint::MasterLayout::kFlatGroups);
+    checkpoint::CheckpointMeta bf16opt = checkpoint::read_checkpoint_meta(
+        checkpoint::discover_checkpoint(testing::fixture_path("z1_ws2_bf16opt"), ""));
+    EXPECT_EQ(bf16opt.layout, checkpoint::MasterLayout::kPaddedGroups);
     EXPECT_EQ(bf16opt.files.optim_prefix, "bf16_");
-    CheckpointMeta torch2 =
-        read_checkpoint_meta(discover_checkpoint(testing::fixture_path("z3_ws2_fp32_torch2"), ""));
+    checkpoint::CheckpointMeta torch2 = checkpoint::read_checkpoint_meta(
+        checkpoint::discover_checkpoint(testing::fixture_path("z3_ws2_fp32_torch2"), ""));
     EXPECT_EQ(torch2.zero_stage, 3);  // pickled as ZeroStageEnum(3)
-    CheckpointMeta z2 =
-        read_checkpoint_meta(discover_checkpoint(testing::fixture_path("z2_ws2_fp32"), ""));
+    checkpoint::CheckpointMeta z2 = checkpoint::read_checkpoint_meta(
+        checkpoint::discover_checkpoint(testing::fixture_path("z2_ws2_fp32"), ""));
     EXPECT_EQ(z2.zero_stage, 2);  // pickled as getattr(ZeroStageEnum, 'gradients')
 }
 

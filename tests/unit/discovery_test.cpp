@@ -15,56 +15,68 @@ namespace {
 using testing::TempDir;
 
 TEST(NaturalSort, NumbersCompareByValue) {
-    EXPECT_TRUE(natural_less("zero_pp_rank_2_mp_rank_00", "zero_pp_rank_10_mp_rank_00"));
-    EXPECT_FALSE(natural_less("zero_pp_rank_10_mp_rank_00", "zero_pp_rank_2_mp_rank_00"));
-    EXPECT_TRUE(natural_less("a9", "a10"));
-    EXPECT_FALSE(natural_less("a007", "a7"));  // equal keys
-    EXPECT_FALSE(natural_less("a7", "a007"));
-    EXPECT_TRUE(natural_less("a", "a0"));  // shorter run list first
-    EXPECT_TRUE(natural_less("a1b", "a1c"));
-    EXPECT_TRUE(natural_less("1", "a"));  // "" < "a" as the leading text run
-    EXPECT_TRUE(natural_less("x99999999999999999999999", "x100000000000000000000000"));
-    EXPECT_TRUE(natural_less("bf16_zero_pp_rank_9", "bf16_zero_pp_rank_11"));
+    EXPECT_TRUE(
+        checkpoint::natural_less("zero_pp_rank_2_mp_rank_00", "zero_pp_rank_10_mp_rank_00"));
+    EXPECT_FALSE(
+        checkpoint::natural_less("zero_pp_rank_10_mp_rank_00", "zero_pp_rank_2_mp_rank_00"));
+    EXPECT_TRUE(checkpoint::natural_less("a9", "a10"));
+    EXPECT_FALSE(checkpoint::natural_less("a007", "a7"));  // equal keys
+    EXPECT_FALSE(checkpoint::natural_less("a7", "a007"));
+    EXPECT_TRUE(checkpoint::natural_less("a", "a0"));  // shorter run list first
+    EXPECT_TRUE(checkpoint::natural_less("a1b", "a1c"));
+    EXPECT_TRUE(checkpoint::natural_less("1", "a"));  // "" < "a" as the leading text run
+    EXPECT_TRUE(checkpoint::natural_less("x99999999999999999999999", "x100000000000000000000000"));
+    EXPECT_TRUE(checkpoint::natural_less("bf16_zero_pp_rank_9", "bf16_zero_pp_rank_11"));
     std::vector<std::string> names = {"r_10", "r_1", "r_2", "r_0", "r_100", "r_20"};
     std::sort(names.begin(), names.end(),
-              [](const auto& a, const auto& b) { return natural_less(a, b); });
+              [](const auto& a, const auto& b) { return checkpoint::natural_less(a, b); });
     EXPECT_EQ(names, (std::vector<std::string>{"r_0", "r_1", "r_2", "r_10", "r_20", "r_100"}));
 }
 
 TEST(CheckpointFileName, Grammar) {
-    auto optim = parse_checkpoint_file_name("bf16_zero_pp_rank_12_mp_rank_00_optim_states.pt");
-    EXPECT_EQ(optim.role, CheckpointFileRole::kOptimStates);
+    auto optim =
+        checkpoint::parse_checkpoint_file_name("bf16_zero_pp_rank_12_mp_rank_00_optim_states.pt");
+    EXPECT_EQ(optim.role, checkpoint::CheckpointFileRole::kOptimStates);
     EXPECT_EQ(optim.dp_rank, 12u);
     EXPECT_EQ(optim.mp_rank, 0u);
     EXPECT_EQ(optim.prefix, "bf16_");
-    EXPECT_EQ(parse_checkpoint_file_name("fp16_zero_pp_rank_0_mp_rank_00_optim_states.pt").prefix,
-              "fp16_");
-    EXPECT_EQ(parse_checkpoint_file_name("zero_pp_rank_0_mp_rank_01_optim_states.pt").mp_rank, 1u);
-    EXPECT_EQ(parse_checkpoint_file_name("mp_rank_00_model_states.pt").role,
-              CheckpointFileRole::kModelStates);
-    EXPECT_EQ(parse_checkpoint_file_name("zero_pp_rank_3_mp_rank_00_model_states.pt").role,
-              CheckpointFileRole::kRankModelStates);
-    EXPECT_EQ(parse_checkpoint_file_name("layer_01-model_states.pt").role,
-              CheckpointFileRole::kPipelineLayer);
-    EXPECT_EQ(parse_checkpoint_file_name("layer_01-model_00-model_states.pt").role,
-              CheckpointFileRole::kPipelineLayer);
-    EXPECT_EQ(parse_checkpoint_file_name("layer_3_expert_5_mp_rank_00_model_states.pt").role,
-              CheckpointFileRole::kExpertModelStates);
-    EXPECT_EQ(parse_checkpoint_file_name("expert_5_mp_rank_00_model_states.pt").role,
-              CheckpointFileRole::kExpertModelStates);
-    EXPECT_EQ(parse_checkpoint_file_name("expp_rank_1_mp_rank_00_optim_states.pt").role,
-              CheckpointFileRole::kExpertOptimStates);
+    EXPECT_EQ(
+        checkpoint::parse_checkpoint_file_name("fp16_zero_pp_rank_0_mp_rank_00_optim_states.pt")
+            .prefix,
+        "fp16_");
+    EXPECT_EQ(
+        checkpoint::parse_checkpoint_file_name("zero_pp_rank_0_mp_rank_01_optim_states.pt").mp_rank,
+        1u);
+    EXPECT_EQ(checkpoint::parse_checkpoint_file_name("mp_rank_00_model_states.pt").role,
+              checkpoint::CheckpointFileRole::kModelStates);
+    EXPECT_EQ(
+        checkpoint::parse_checkpoint_file_name("zero_pp_rank_3_mp_rank_00_model_states.pt").role,
+        checkpoint::CheckpointFileRole::kRankModelStates);
+    EXPECT_EQ(checkpoint::parse_checkpoint_file_name("layer_01-model_states.pt").role,
+              checkpoint::CheckpointFileRole::kPipelineLayer);
+    EXPECT_EQ(checkpoint::parse_checkpoint_file_name("layer_01-model_00-model_states.pt").role,
+              checkpoint::CheckpointFileRole::kPipelineLayer);
+    EXPECT_EQ(
+        checkpoint::parse_checkpoint_file_name("layer_3_expert_5_mp_rank_00_model_states.pt").role,
+        checkpoint::CheckpointFileRole::kExpertModelStates);
+    EXPECT_EQ(checkpoint::parse_checkpoint_file_name("expert_5_mp_rank_00_model_states.pt").role,
+              checkpoint::CheckpointFileRole::kExpertModelStates);
+    EXPECT_EQ(checkpoint::parse_checkpoint_file_name("expp_rank_1_mp_rank_00_optim_states.pt").role,
+              checkpoint::CheckpointFileRole::kExpertOptimStates);
     // mp needs two digits; other *_states.pt names are unrecognised, anything else ignored.
-    EXPECT_EQ(parse_checkpoint_file_name("zero_pp_rank_0_mp_rank_0_optim_states.pt").role,
-              CheckpointFileRole::kUnrecognizedStates);
-    EXPECT_EQ(parse_checkpoint_file_name("old_optim_states.pt").role,
-              CheckpointFileRole::kUnrecognizedStates);
-    EXPECT_EQ(parse_checkpoint_file_name("zero_to_fp32.py").role, CheckpointFileRole::kOther);
-    EXPECT_EQ(parse_checkpoint_file_name("rng_state_0.pth").role, CheckpointFileRole::kOther);
-    EXPECT_EQ(parse_checkpoint_file_name(
+    EXPECT_EQ(
+        checkpoint::parse_checkpoint_file_name("zero_pp_rank_0_mp_rank_0_optim_states.pt").role,
+        checkpoint::CheckpointFileRole::kUnrecognizedStates);
+    EXPECT_EQ(checkpoint::parse_checkpoint_file_name("old_optim_states.pt").role,
+              checkpoint::CheckpointFileRole::kUnrecognizedStates);
+    EXPECT_EQ(checkpoint::parse_checkpoint_file_name("zero_to_fp32.py").role,
+              checkpoint::CheckpointFileRole::kOther);
+    EXPECT_EQ(checkpoint::parse_checkpoint_file_name("rng_state_0.pth").role,
+              checkpoint::CheckpointFileRole::kOther);
+    EXPECT_EQ(checkpoint::parse_checkpoint_file_name(
                   "zero_pp_rank_99999999999999999999999_mp_rank_00_optim_states.pt")
                   .role,
-              CheckpointFileRole::kUnrecognizedStates);
+              checkpoint::CheckpointFileRole::kUnrecognizedStates);
 }
 
 // A fake tag folder: files only need the right names for discovery.
@@ -83,7 +95,7 @@ struct FakeCheckpoint {
 
 std::string discovery_error(const std::string& dir, const std::string& tag = "") {
     try {
-        discover_checkpoint(dir, tag);
+        checkpoint::discover_checkpoint(dir, tag);
     } catch (const Error& error) {
         return error.what();
     }
@@ -95,7 +107,7 @@ TEST(Discovery, RankOrderIsNumeric) {
     for (int r = 0; r < 12; ++r)
         files.push_back("bf16_zero_pp_rank_" + std::to_string(r) + "_mp_rank_00_optim_states.pt");
     FakeCheckpoint ckpt(files);
-    CheckpointFiles found = discover_checkpoint(ckpt.dir.path(), "");
+    checkpoint::CheckpointFiles found = checkpoint::discover_checkpoint(ckpt.dir.path(), "");
     EXPECT_EQ(found.tag, "global_step7");
     ASSERT_EQ(found.optim_files.size(), 12u);
     EXPECT_NE(found.optim_files[2].find("rank_2_"), std::string::npos);
@@ -108,8 +120,8 @@ TEST(Discovery, LatestIsStrippedAndTagsCanBeChosen) {
     FakeCheckpoint ckpt(
         {"mp_rank_00_model_states.pt", "zero_pp_rank_0_mp_rank_00_optim_states.pt"});
     testing::write_text_file(ckpt.dir.file("latest"), "  global_step7 \r\n");
-    EXPECT_EQ(discover_checkpoint(ckpt.dir.path(), "").tag, "global_step7");
-    EXPECT_EQ(discover_checkpoint(ckpt.dir.path(), "global_step7").tag, "global_step7");
+    EXPECT_EQ(checkpoint::discover_checkpoint(ckpt.dir.path(), "").tag, "global_step7");
+    EXPECT_EQ(checkpoint::discover_checkpoint(ckpt.dir.path(), "global_step7").tag, "global_step7");
     EXPECT_NE(discovery_error(ckpt.dir.path(), "global_step8")
                   .find("tag folder 'global_step8' does not exist (tags here: global_step7)"),
               std::string::npos);
@@ -207,19 +219,20 @@ TEST(Discovery, HuggingFaceSideFiles) {
                              "generation_config.json", "trainer_state.json", "rng_state_0.pth"}) {
         testing::write_text_file(dir.file(name), "{}");
     }
-    EXPECT_EQ(find_hf_side_files(dir.path()),
+    EXPECT_EQ(checkpoint::find_hf_side_files(dir.path()),
               (std::vector<std::string>{"chat_template.jinja", "config.json",
                                         "generation_config.json", "special_tokens_map.json",
                                         "tokenizer.json", "tokenizer_config.json"}));
 }
 
 TEST(Discovery, BundledFixtures) {
-    CheckpointFiles z3 = discover_checkpoint(testing::fixture_path("z3_ws4_fp32"), "");
+    checkpoint::CheckpointFiles z3 =
+        checkpoint::discover_checkpoint(testing::fixture_path("z3_ws4_fp32"), "");
     EXPECT_TRUE(z3.per_rank_model_files);
     EXPECT_EQ(z3.model_files.size(), 4u);
     EXPECT_EQ(z3.optim_files.size(), 4u);
-    CheckpointFiles multitag =
-        discover_checkpoint(testing::fixture_path("z2_ws2_multitag_fp32"), "");
+    checkpoint::CheckpointFiles multitag =
+        checkpoint::discover_checkpoint(testing::fixture_path("z2_ws2_multitag_fp32"), "");
     EXPECT_EQ(multitag.tag, "global_step3");
 }
 

@@ -25,7 +25,7 @@
 
 #include "zero2fp32/error.hpp"
 
-namespace z2f {
+namespace z2f::io {
 namespace {
 
 template <typename T>
@@ -479,4 +479,4 @@ TEST(DtypeConvert, RejectsUnsupportedPairsAndMismatchedSizes) {
 }
 
 }  // namespace
-}  // namespace z2f
+}  // namespace z2f::io

@@ -60,14 +60,14 @@ std::string input_error(const std::function<void()>& body) {
 
 // `pickle` as the data.pkl of a torch zip written in `dir`, as the interpreter harness wraps
 // its pickle inputs (these need no storage records).
-TorchFile open_wrapped(const testing::TempDir& dir, std::span<const std::byte> pickle) {
+container::TorchFile open_wrapped(const testing::TempDir& dir, std::span<const std::byte> pickle) {
     std::vector<testing::ZipBuilderEntry> entries = {
         {"archive/data.pkl", std::vector<std::byte>(pickle.begin(), pickle.end()), 0, {}, 0, true},
         {"archive/byteorder", testing::bytes_of("little"), 0, {}, 0, true},
         {"archive/version", testing::bytes_of("3\n"), 0, {}, 0, true},
     };
     testing::write_file_bytes(dir.file("wrapped.pt"), testing::build_zip(entries));
-    return TorchFile::open(dir.file("wrapped.pt"));
+    return container::TorchFile::open(dir.file("wrapped.pt"));
 }
 
 // --- tiny pickle assembler -----------------------------------------------------------------
@@ -177,18 +177,19 @@ TEST(FuzzRegression, PrinterStopsAtItsDepthLimitAtScale) {
 
 TEST(FuzzRegression, InterpreterParamShapesOfOneSharedGroupAreBounded) {
     testing::TempDir dir;
-    TorchFile file = open_wrapped(
+    container::TorchFile file = open_wrapped(
         dir, regression_bytes("checkpoint_interpreter", "param-shapes-shared-group.pkl"));
-    std::string message = input_error([&] { read_model_states(file, 0, ModelFileScope::kFull); });
+    std::string message = input_error(
+        [&] { checkpoint::read_model_states(file, 0, checkpoint::ModelFileScope::kFull); });
     EXPECT_NE(message.find("exceeds the interpretation budget"), std::string::npos) << message;
     EXPECT_NE(message.find("param_shapes"), std::string::npos) << message;
 }
 
 TEST(FuzzRegression, InterpreterPartitionGroupsOfOneSharedDictAreBounded) {
     testing::TempDir dir;
-    TorchFile file = open_wrapped(
+    container::TorchFile file = open_wrapped(
         dir, regression_bytes("checkpoint_interpreter", "partition-groups-shared-dict.pkl"));
-    std::string message = input_error([&] { read_optim_states(file, 0); });
+    std::string message = input_error([&] { checkpoint::read_optim_states(file, 0); });
     EXPECT_NE(message.find("exceeds the interpretation budget"), std::string::npos) << message;
     EXPECT_NE(message.find("ds_zero_partition_groups"), std::string::npos) << message;
 }
@@ -207,8 +208,9 @@ TEST(FuzzRegression, InterpreterSharedValuesStayBoundedAtScale) {
     std::string pickle = "\x80\x02}q\x00("s + u("module") + "}" + u("param_shapes") + "(" + group +
                          std::string(groups - 1, '2') + "lu.";
     testing::TempDir dir;
-    TorchFile file = open_wrapped(dir, as_bytes(pickle));
-    std::string message = input_error([&] { read_model_states(file, 0, ModelFileScope::kFull); });
+    container::TorchFile file = open_wrapped(dir, as_bytes(pickle));
+    std::string message = input_error(
+        [&] { checkpoint::read_model_states(file, 0, checkpoint::ModelFileScope::kFull); });
     EXPECT_NE(message.find("exceeds the interpretation budget"), std::string::npos) << message;
 }
 
@@ -231,8 +233,9 @@ TEST(FuzzRegression, InterpreterBudgetAcceptsLargeHonestPickles) {
                          u("param_shapes") + "]" + shapes + "a" + u("shared_params") + shared +
                          "u.";
     testing::TempDir dir;
-    TorchFile file = open_wrapped(dir, as_bytes(pickle));
-    ModelStatesInfo info = read_model_states(file, 0, ModelFileScope::kFull);
+    container::TorchFile file = open_wrapped(dir, as_bytes(pickle));
+    checkpoint::ModelStatesInfo info =
+        checkpoint::read_model_states(file, 0, checkpoint::ModelFileScope::kFull);
     ASSERT_TRUE(info.param_shapes.has_value());
     ASSERT_EQ(info.param_shapes->size(), 1u);
     EXPECT_EQ(info.param_shapes->front().size(), params);

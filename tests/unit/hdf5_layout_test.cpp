@@ -24,6 +24,8 @@
 namespace z2f {
 namespace {
 
+namespace hdf5 = output::hdf5;
+
 static_assert(std::endian::native == std::endian::little, "the tests build little-endian bytes");
 
 using hdf5::check;
@@ -45,8 +47,8 @@ constexpr bool kAddressSanitizer = false;
 // ---------------------------------------------------------------------------------------------
 // Plans and tensor values
 
-PlannedTensor tensor(std::string name, std::vector<std::uint64_t> shape, DType dtype) {
-    PlannedTensor t;
+plan::PlannedTensor tensor(std::string name, std::vector<std::uint64_t> shape, DType dtype) {
+    plan::PlannedTensor t;
     t.name = std::move(name);
     t.shape = std::move(shape);
     t.source_dtype = dtype;
@@ -54,18 +56,18 @@ PlannedTensor tensor(std::string name, std::vector<std::uint64_t> shape, DType d
     return t;
 }
 
-PlannedTensor alias(std::string name, const TensorPlan& plan, std::int64_t owner) {
-    PlannedTensor t = plan.tensors[static_cast<std::size_t>(owner)];
+plan::PlannedTensor alias(std::string name, const plan::TensorPlan& plan, std::int64_t owner) {
+    plan::PlannedTensor t = plan.tensors[static_cast<std::size_t>(owner)];
     t.name = std::move(name);
-    t.role = TensorRole::kAlias;
+    t.role = plan::TensorRole::kAlias;
     t.alias_of = owner;
     t.extents.clear();
     return t;
 }
 
 // The sample plan. tests/python/check_hdf5_h5py.py knows the same tensors: keep them in sync.
-TensorPlan sample_plan() {
-    TensorPlan plan;
+plan::TensorPlan sample_plan() {
+    plan::TensorPlan plan;
     auto& t = plan.tensors;
     t.push_back(tensor("embed.weight", {4, 3}, DType::kF32));              // 0
     t.push_back(tensor("scale", {}, DType::kF32));                         // 1
@@ -86,7 +88,7 @@ TensorPlan sample_plan() {
     return plan;
 }
 
-std::vector<std::uint32_t> all_indices(const TensorPlan& plan) {
+std::vector<std::uint32_t> all_indices(const plan::TensorPlan& plan) {
     std::vector<std::uint32_t> indices(plan.tensors.size());
     for (std::uint32_t i = 0; i < indices.size(); ++i) {
         indices[i] = i;
@@ -94,8 +96,8 @@ std::vector<std::uint32_t> all_indices(const TensorPlan& plan) {
     return indices;
 }
 
-Hdf5LayoutOptions sample_options(bool bf16_as_float = false) {
-    Hdf5LayoutOptions options;
+output::Hdf5LayoutOptions sample_options(bool bf16_as_float = false) {
+    output::Hdf5LayoutOptions options;
     options.writer_version = "0.1.0-test";
     options.source_checkpoint = "/ckpt/global_step2";
     options.bf16_as_float = bf16_as_float;
@@ -134,7 +136,7 @@ void put(std::vector<std::byte>& out, std::uint64_t index, T value) {
 }
 
 // The bytes of tensor t (its plan index) in its output dtype.
-std::vector<std::byte> tensor_bytes(const PlannedTensor& tensor, std::size_t t) {
+std::vector<std::byte> tensor_bytes(const plan::PlannedTensor& tensor, std::size_t t) {
     const std::uint64_t count = tensor.numel();
     std::vector<std::byte> out(tensor.output_bytes());
     for (std::uint64_t i = 0; i < count; ++i) {
@@ -197,19 +199,20 @@ std::vector<std::byte> tensor_bytes(const PlannedTensor& tensor, std::size_t t) 
 
 // The OutputFileLayout invariants: slots ascending, regions and slots disjoint, inside
 // [0, size), and together covering every byte of the file.
-void expect_layout_invariants(const OutputFileLayout& layout, const TensorPlan& plan) {
+void expect_layout_invariants(const output::OutputFileLayout& layout,
+                              const plan::TensorPlan& plan) {
     struct Piece {
         std::uint64_t offset;
         std::uint64_t length;
         bool slot;
     };
     std::vector<Piece> pieces;
-    for (const FixedRegion& region : layout.fixed) {
+    for (const output::FixedRegion& region : layout.fixed) {
         EXPECT_FALSE(region.bytes.empty());
         pieces.push_back({region.offset, region.bytes.size(), false});
     }
     for (std::size_t i = 0; i < layout.slots.size(); ++i) {
-        const TensorSlot& slot = layout.slots[i];
+        const output::TensorSlot& slot = layout.slots[i];
         if (i > 0) {
             EXPECT_LT(layout.slots[i - 1].offset, slot.offset) << "slots are not ascending";
         }
@@ -227,7 +230,7 @@ void expect_layout_invariants(const OutputFileLayout& layout, const TensorPlan& 
         cursor = std::max(cursor, piece.offset + piece.length);
     }
     EXPECT_EQ(cursor, layout.size);
-    EXPECT_EQ(layout.format, OutputFormat::kHdf5);
+    EXPECT_EQ(layout.format, output::OutputFormat::kHdf5);
 }
 
 struct TempDir {
@@ -248,14 +251,14 @@ struct TempDir {
 
 // Writes the fixed regions and, if asked, every slot's tensor bytes; the file gets the layout's
 // size (slots left unwritten become holes).
-void realise(const OutputFileLayout& layout, const TensorPlan& plan, const std::string& path,
-             bool write_tensors) {
+void realise(const output::OutputFileLayout& layout, const plan::TensorPlan& plan,
+             const std::string& path, bool write_tensors) {
     io::File file = io::File::create_truncate(path);
-    for (const FixedRegion& region : layout.fixed) {
+    for (const output::FixedRegion& region : layout.fixed) {
         file.write_all(region.offset, region.bytes);
     }
     if (write_tensors) {
-        for (const TensorSlot& slot : layout.slots) {
+        for (const output::TensorSlot& slot : layout.slots) {
             const std::vector<std::byte> bytes =
                 tensor_bytes(plan.tensors[slot.tensor], slot.tensor);
             ASSERT_EQ(bytes.size(), slot.length);
@@ -293,7 +296,7 @@ std::string read_string_attribute(hid_t object, const char* name) {
 }
 
 std::vector<std::string> read_names(hid_t file) {
-    Handle dataset = open_dataset(file, std::string(kHdf5NamesDataset));
+    Handle dataset = open_dataset(file, std::string(output::kHdf5NamesDataset));
     Handle type = checked(H5Dget_type(dataset.get()), H5Tclose, "names type");
     Handle space = checked(H5Dget_space(dataset.get()), H5Sclose, "names space");
     const auto count = static_cast<std::size_t>(H5Sget_simple_extent_npoints(space.get()));
@@ -436,9 +439,9 @@ std::vector<std::byte> read_raw(hid_t dataset, std::uint64_t bytes) {
 }
 
 // Opens the realised file with the default (sec2) driver and checks everything in it.
-void expect_file_matches_plan(const std::string& path, const TensorPlan& plan,
+void expect_file_matches_plan(const std::string& path, const plan::TensorPlan& plan,
                               const std::vector<std::uint32_t>& indices,
-                              const Hdf5LayoutOptions& options) {
+                              const output::Hdf5LayoutOptions& options) {
     hdf5::QuietErrors quiet;
     Handle file = open_file(path);
     const hid_t id = file.get();
@@ -455,7 +458,7 @@ void expect_file_matches_plan(const std::string& path, const TensorPlan& plan,
     EXPECT_EQ(read_names(id), expected_names);
 
     for (std::uint32_t index : sorted) {
-        const PlannedTensor& tensor = plan.tensors[index];
+        const plan::PlannedTensor& tensor = plan.tensors[index];
         SCOPED_TRACE(tensor.name);
         Handle dataset = open_dataset(id, tensor.name);
         EXPECT_EQ(dataset_shape(dataset.get()), tensor.shape);
@@ -499,9 +502,10 @@ void expect_file_matches_plan(const std::string& path, const TensorPlan& plan,
 // Tests
 
 TEST(Hdf5Layout, RegionsAndSlotsTileTheFile) {
-    const TensorPlan plan = sample_plan();
+    const plan::TensorPlan plan = sample_plan();
     const std::vector<std::uint32_t> indices = all_indices(plan);
-    const OutputFileLayout layout = layout_hdf5_file("model.h5", plan, indices, sample_options());
+    const output::OutputFileLayout layout =
+        output::layout_hdf5_file("model.h5", plan, indices, sample_options());
     EXPECT_EQ(layout.name, "model.h5");
     EXPECT_FALSE(layout.needs_slot_crcs());
     EXPECT_TRUE(layout.zip_entries.empty());
@@ -509,7 +513,7 @@ TEST(Hdf5Layout, RegionsAndSlotsTileTheFile) {
 
     // Every tensor with bytes has a slot; the empty tensor and the linked aliases have none.
     std::vector<std::uint32_t> slotted;
-    for (const TensorSlot& slot : layout.slots) {
+    for (const output::TensorSlot& slot : layout.slots) {
         slotted.push_back(slot.tensor);
     }
     std::sort(slotted.begin(), slotted.end());
@@ -523,18 +527,20 @@ TEST(Hdf5Layout, RegionsAndSlotsTileTheFile) {
 }
 
 TEST(Hdf5Layout, SameInputsGiveIdenticalBytes) {
-    const TensorPlan plan = sample_plan();
+    const plan::TensorPlan plan = sample_plan();
     const std::vector<std::uint32_t> indices = all_indices(plan);
     // Different malloc perturbation bytes: uninitialised heap memory reaching the file would
     // differ between the two layouts (glibc only; a no-op under ASan). A second boundary between
     // the two runs would show any timestamp.
     mallopt(M_PERTURB, 0x5A);
-    const OutputFileLayout first = layout_hdf5_file("a.h5", plan, indices, sample_options());
+    const output::OutputFileLayout first =
+        output::layout_hdf5_file("a.h5", plan, indices, sample_options());
     const auto now = std::chrono::system_clock::now();
     std::this_thread::sleep_until(std::chrono::ceil<std::chrono::seconds>(now) +
                                   std::chrono::milliseconds(50));
     mallopt(M_PERTURB, 0xA5);
-    const OutputFileLayout second = layout_hdf5_file("a.h5", plan, indices, sample_options());
+    const output::OutputFileLayout second =
+        output::layout_hdf5_file("a.h5", plan, indices, sample_options());
     mallopt(M_PERTURB, 0);
 
     EXPECT_EQ(first.size, second.size);
@@ -551,7 +557,8 @@ TEST(Hdf5Layout, SameInputsGiveIdenticalBytes) {
     }
     // The index order given by the caller does not matter either.
     std::vector<std::uint32_t> reversed(indices.rbegin(), indices.rend());
-    const OutputFileLayout third = layout_hdf5_file("a.h5", plan, reversed, sample_options());
+    const output::OutputFileLayout third =
+        output::layout_hdf5_file("a.h5", plan, reversed, sample_options());
     EXPECT_EQ(third.size, first.size);
     ASSERT_EQ(third.fixed.size(), first.fixed.size());
     for (std::size_t i = 0; i < first.fixed.size(); ++i) {
@@ -560,10 +567,11 @@ TEST(Hdf5Layout, SameInputsGiveIdenticalBytes) {
 }
 
 TEST(Hdf5Layout, RealisedFileReadsBackThroughHdf5) {
-    const TensorPlan plan = sample_plan();
+    const plan::TensorPlan plan = sample_plan();
     const std::vector<std::uint32_t> indices = all_indices(plan);
-    const Hdf5LayoutOptions options = sample_options();
-    const OutputFileLayout layout = layout_hdf5_file("model.h5", plan, indices, options);
+    const output::Hdf5LayoutOptions options = sample_options();
+    const output::OutputFileLayout layout =
+        output::layout_hdf5_file("model.h5", plan, indices, options);
     TempDir dir;
     const std::string path = (dir.path / "model.h5").string();
     realise(layout, plan, path, true);
@@ -579,10 +587,11 @@ TEST(Hdf5Layout, RealisedFileReadsBackThroughHdf5) {
 }
 
 TEST(Hdf5Layout, Bf16AsFloatConvertsExactlyToFloat) {
-    const TensorPlan plan = sample_plan();
+    const plan::TensorPlan plan = sample_plan();
     const std::vector<std::uint32_t> indices = all_indices(plan);
-    const Hdf5LayoutOptions options = sample_options(true);
-    const OutputFileLayout layout = layout_hdf5_file("model.h5", plan, indices, options);
+    const output::Hdf5LayoutOptions options = sample_options(true);
+    const output::OutputFileLayout layout =
+        output::layout_hdf5_file("model.h5", plan, indices, options);
     expect_layout_invariants(layout, plan);
     TempDir dir;
     const std::string path = (dir.path / "model.h5").string();
@@ -593,7 +602,7 @@ TEST(Hdf5Layout, Bf16AsFloatConvertsExactlyToFloat) {
     hdf5::QuietErrors quiet;
     Handle file = open_file(path);
     for (std::uint32_t index : {3u, 4u}) {
-        const PlannedTensor& tensor = plan.tensors[index];
+        const plan::PlannedTensor& tensor = plan.tensors[index];
         Handle dataset = open_dataset(file.get(), tensor.name);
         std::vector<float> values(tensor.numel());
         check(H5Dread(dataset.get(), H5T_NATIVE_FLOAT, hdf5::all_selection(), hdf5::all_selection(),
@@ -606,11 +615,12 @@ TEST(Hdf5Layout, Bf16AsFloatConvertsExactlyToFloat) {
 }
 
 TEST(Hdf5Layout, SubsetOfPlanAndAliasWithoutOwnerInFile) {
-    const TensorPlan plan = sample_plan();
+    const plan::TensorPlan plan = sample_plan();
     // lm_head.weight (14) without its owner (0): an ordinary dataset with its own slot.
     const std::vector<std::uint32_t> indices{14, 5, 1};
-    const Hdf5LayoutOptions options = sample_options();
-    const OutputFileLayout layout = layout_hdf5_file("part.h5", plan, indices, options);
+    const output::Hdf5LayoutOptions options = sample_options();
+    const output::OutputFileLayout layout =
+        output::layout_hdf5_file("part.h5", plan, indices, options);
     expect_layout_invariants(layout, plan);
     ASSERT_EQ(layout.slots.size(), 3u);
     TempDir dir;
@@ -627,8 +637,9 @@ TEST(Hdf5Layout, SubsetOfPlanAndAliasWithoutOwnerInFile) {
 }
 
 TEST(Hdf5Layout, EmptyFileIsValid) {
-    const TensorPlan plan = sample_plan();
-    const OutputFileLayout layout = layout_hdf5_file("none.h5", plan, {}, sample_options());
+    const plan::TensorPlan plan = sample_plan();
+    const output::OutputFileLayout layout =
+        output::layout_hdf5_file("none.h5", plan, {}, sample_options());
     expect_layout_invariants(layout, plan);
     EXPECT_TRUE(layout.slots.empty());
     TempDir dir;
@@ -641,11 +652,11 @@ TEST(Hdf5Layout, EmptyFileIsValid) {
 
 TEST(Hdf5Layout, NamesThatAreNotHdf5PathsAreRefused) {
     auto layout_of = [](std::vector<std::string> names) {
-        TensorPlan plan;
+        plan::TensorPlan plan;
         for (auto& name : names) {
             plan.tensors.push_back(tensor(std::move(name), {2}, DType::kF32));
         }
-        return layout_hdf5_file("bad.h5", plan, all_indices(plan), sample_options());
+        return output::layout_hdf5_file("bad.h5", plan, all_indices(plan), sample_options());
     };
     auto expect_unsupported = [&](std::vector<std::string> names, std::string_view fragment) {
         try {
@@ -666,16 +677,16 @@ TEST(Hdf5Layout, NamesThatAreNotHdf5PathsAreRefused) {
     expect_unsupported({"a", "a/b"}, "is a tensor, not a group");
     expect_unsupported({"a/b", "a"}, "uses it as a group");
     expect_unsupported({"x", "x"}, "used twice");
-    expect_unsupported({std::string(kHdf5NamesDataset)}, "reserved");
+    expect_unsupported({std::string(output::kHdf5NamesDataset)}, "reserved");
     EXPECT_NO_THROW(layout_of({"x/__names__", "a.b", "a/b.c", "a/d"}));
 }
 
 TEST(Hdf5Layout, Utf8NamesBecomeUtf8Links) {
-    TensorPlan plan;
+    plan::TensorPlan plan;
     const std::string name = "couche/poids.\xC3\xA9t\xC3\xA9";  // "couche/poids.été"
     plan.tensors.push_back(tensor(name, {2}, DType::kF32));
-    const OutputFileLayout layout =
-        layout_hdf5_file("utf8.h5", plan, all_indices(plan), sample_options());
+    const output::OutputFileLayout layout =
+        output::layout_hdf5_file("utf8.h5", plan, all_indices(plan), sample_options());
     TempDir dir;
     const std::string path = (dir.path / "utf8.h5").string();
     realise(layout, plan, path, true);
@@ -689,10 +700,10 @@ TEST(Hdf5Layout, Utf8NamesBecomeUtf8Links) {
 
 TEST(Hdf5Layout, FailuresMidwayLeaveNoOpenHdf5Objects) {
     auto layout_with = [](std::vector<std::uint64_t> shape) {
-        TensorPlan plan;
+        plan::TensorPlan plan;
         plan.tensors.push_back(tensor("fine", {2}, DType::kF32));
         plan.tensors.push_back(tensor("too.big", std::move(shape), DType::kF32));
-        return layout_hdf5_file("huge.h5", plan, all_indices(plan), sample_options());
+        return output::layout_hdf5_file("huge.h5", plan, all_indices(plan), sample_options());
     };
     // 2^64 bytes: refused before HDF5 sees it.
     try {
@@ -711,18 +722,18 @@ TEST(Hdf5Layout, FailuresMidwayLeaveNoOpenHdf5Objects) {
         EXPECT_EQ(message.rfind("huge.h5: HDF5: creating dataset 'too.big'", 0), 0u) << message;
     }
     EXPECT_EQ(H5Fget_obj_count(static_cast<hid_t>(H5F_OBJ_ALL), H5F_OBJ_ALL), 0);
-    const TensorPlan plan = sample_plan();
-    const OutputFileLayout layout =
-        layout_hdf5_file("after.h5", plan, all_indices(plan), sample_options());
+    const plan::TensorPlan plan = sample_plan();
+    const output::OutputFileLayout layout =
+        output::layout_hdf5_file("after.h5", plan, all_indices(plan), sample_options());
     expect_layout_invariants(layout, plan);
 }
 
 TEST(Hdf5Layout, BadIndicesAreInternalErrors) {
-    const TensorPlan plan = sample_plan();
+    const plan::TensorPlan plan = sample_plan();
     const std::vector<std::uint32_t> duplicate{1, 1};
-    EXPECT_THROW(layout_hdf5_file("x.h5", plan, duplicate, sample_options()), Error);
+    EXPECT_THROW(output::layout_hdf5_file("x.h5", plan, duplicate, sample_options()), Error);
     const std::vector<std::uint32_t> outside{99};
-    EXPECT_THROW(layout_hdf5_file("x.h5", plan, outside, sample_options()), Error);
+    EXPECT_THROW(output::layout_hdf5_file("x.h5", plan, outside, sample_options()), Error);
 }
 
 std::uint64_t peak_rss_bytes() {
@@ -733,7 +744,7 @@ std::uint64_t peak_rss_bytes() {
 
 TEST(Hdf5Layout, ManyTensorsAndAHugeOneNeedNoBigMemory) {
     constexpr std::uint32_t kTensors = 5000;
-    TensorPlan plan;
+    plan::TensorPlan plan;
     plan.tensors.reserve(kTensors + 1);
     for (std::uint32_t i = 0; i < kTensors; ++i) {
         plan.tensors.push_back(tensor("model.layers." + std::to_string(i / 10) + ".block." +
@@ -747,13 +758,14 @@ TEST(Hdf5Layout, ManyTensorsAndAHugeOneNeedNoBigMemory) {
 
     const auto indices = all_indices(plan);
     const auto started = std::chrono::steady_clock::now();
-    const OutputFileLayout layout = layout_hdf5_file("big.h5", plan, indices, sample_options());
+    const output::OutputFileLayout layout =
+        output::layout_hdf5_file("big.h5", plan, indices, sample_options());
     const auto seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started);
     expect_layout_invariants(layout, plan);
     EXPECT_EQ(layout.slots.size(), kTensors + 1);
     EXPECT_GT(layout.size, huge_bytes);
     std::uint64_t fixed_bytes = 0;
-    for (const FixedRegion& region : layout.fixed) {
+    for (const output::FixedRegion& region : layout.fixed) {
         fixed_bytes += region.bytes.size();
     }
     EXPECT_LT(fixed_bytes, std::uint64_t{16} << 20) << "metadata should be a few MiB";
@@ -776,8 +788,9 @@ TEST(Hdf5Layout, ManyTensorsAndAHugeOneNeedNoBigMemory) {
     EXPECT_EQ(names.back(), "huge.weight");
     Handle huge = open_dataset(file.get(), "huge.weight");
     EXPECT_EQ(dataset_shape(huge.get()), plan.tensors.back().shape);
-    const auto huge_slot = std::find_if(layout.slots.begin(), layout.slots.end(),
-                                        [&](const TensorSlot& s) { return s.tensor == kTensors; });
+    const auto huge_slot =
+        std::find_if(layout.slots.begin(), layout.slots.end(),
+                     [&](const output::TensorSlot& s) { return s.tensor == kTensors; });
     ASSERT_NE(huge_slot, layout.slots.end());
     EXPECT_EQ(H5Dget_offset(huge.get()), huge_slot->offset);
     Handle some = open_dataset(file.get(), plan.tensors[4321].name);
@@ -791,12 +804,13 @@ TEST(Hdf5Layout, WriteSampleFilesForH5py) {
     TempDir temporary;
     const std::filesystem::path dir = target != nullptr ? target : temporary.path;
     std::filesystem::create_directories(dir);
-    const TensorPlan plan = sample_plan();
+    const plan::TensorPlan plan = sample_plan();
     const std::vector<std::uint32_t> indices = all_indices(plan);
     for (bool bf16_as_float : {false, true}) {
-        const Hdf5LayoutOptions options = sample_options(bf16_as_float);
+        const output::Hdf5LayoutOptions options = sample_options(bf16_as_float);
         const std::string name = bf16_as_float ? "sample_bf16_float.h5" : "sample.h5";
-        const OutputFileLayout layout = layout_hdf5_file(name, plan, indices, options);
+        const output::OutputFileLayout layout =
+            output::layout_hdf5_file(name, plan, indices, options);
         realise(layout, plan, (dir / name).string(), true);
         expect_file_matches_plan((dir / name).string(), plan, indices, options);
     }

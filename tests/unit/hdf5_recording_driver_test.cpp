@@ -11,7 +11,7 @@
 #include "output/hdf5_api.hpp"
 #include "zero2fp32/error.hpp"
 
-namespace z2f::hdf5 {
+namespace z2f::output::hdf5 {
 namespace {
 
 std::vector<std::byte> filled(std::size_t count, std::uint8_t value) {
@@ -205,4 +205,4 @@ TEST(Hdf5Api, FailuresCarryHdf5sErrorStack) {
 }
 
 }  // namespace
-}  // namespace z2f::hdf5
+}  // namespace z2f::output::hdf5

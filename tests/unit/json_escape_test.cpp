@@ -11,13 +11,13 @@ namespace {
 
 std::string python(std::string_view text) {
     std::string out;
-    append_json_string_python(out, text, "test string");
+    output::append_json_string_python(out, text, "test string");
     return out;
 }
 
 std::string serde(std::string_view text) {
     std::string out;
-    append_json_string_serde(out, text, "test string");
+    output::append_json_string_serde(out, text, "test string");
     return out;
 }
 
@@ -65,25 +65,25 @@ TEST(JsonEscape, InvalidUtf8IsAnInputError) {
         "a\xffz",
     };
     for (std::string_view text : bad) {
-        EXPECT_FALSE(is_valid_utf8(text)) << printable_bytes(text);
+        EXPECT_FALSE(output::is_valid_utf8(text)) << output::printable_bytes(text);
         try {
             python(text);
-            ADD_FAILURE() << printable_bytes(text);
+            ADD_FAILURE() << output::printable_bytes(text);
         } catch (const Error& e) {
             EXPECT_EQ(e.kind(), ErrorKind::kInput);
             EXPECT_NE(std::string(e.what()).find("not valid UTF-8"), std::string::npos);
         }
-        EXPECT_THROW(serde(text), Error) << printable_bytes(text);
+        EXPECT_THROW(serde(text), Error) << output::printable_bytes(text);
     }
     // Surrogates are Python-only.
-    EXPECT_FALSE(is_valid_utf8("\xed\xa0\x80"));
+    EXPECT_FALSE(output::is_valid_utf8("\xed\xa0\x80"));
     EXPECT_THROW(serde("\xed\xa0\x80"), Error);
-    EXPECT_TRUE(is_valid_utf8("\xed\x9f\xbf"));  // U+D7FF
-    EXPECT_TRUE(is_valid_utf8(""));
+    EXPECT_TRUE(output::is_valid_utf8("\xed\x9f\xbf"));  // U+D7FF
+    EXPECT_TRUE(output::is_valid_utf8(""));
 }
 
 TEST(JsonEscape, PrintableBytes) {
-    EXPECT_EQ(printable_bytes("ab\\\n\xff"), "ab\\x5c\\x0a\\xff");
+    EXPECT_EQ(output::printable_bytes("ab\\\n\xff"), "ab\\x5c\\x0a\\xff");
 }
 
 }  // namespace

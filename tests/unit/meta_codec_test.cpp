@@ -6,7 +6,7 @@
 #include "support/test_files.hpp"
 #include "zero2fp32/error.hpp"
 
-namespace z2f {
+namespace z2f::checkpoint {
 namespace {
 
 TEST(MetaCodec, RoundTripsEveryFixtureFile) {
@@ -14,35 +14,74 @@ TEST(MetaCodec, RoundTripsEveryFixtureFile) {
          {"z2_ws2_frozen_bf16", "z3_ws2_tied_fp32", "z3_ws2_frozen_bf16", "z1_ws2_bf16opt"}) {
         CheckpointFiles files = discover_checkpoint(testing::fixture_path(fixture), "");
         auto inputs = checkpoint_inputs(files);
-        std::vector<std::byte> buffer;
+        WireWriter out;
         std::vector<FileMeta> originals;
         for (std::size_t i = 0; i < inputs.size(); ++i) {
             originals.push_back(read_file_meta(inputs[i], static_cast<std::uint32_t>(i)));
-            encode_file_meta(originals.back(), buffer);
+            encode_file_meta(originals.back(), out);
         }
-        std::size_t pos = 0;
+        WireReader in(out.bytes(), "test");
         for (const FileMeta& original : originals) {
-            FileMeta decoded = decode_file_meta(buffer, pos);
+            FileMeta decoded = decode_file_meta(in);
             EXPECT_EQ(decoded.size, original.size);
             EXPECT_EQ(decoded.info, original.info) << fixture;
         }
-        EXPECT_EQ(pos, buffer.size());
+        EXPECT_TRUE(in.at_end());
     }
 }
 
-TEST(MetaCodec, TruncatedBuffersAreInternalErrors) {
+TEST(MetaCodec, RoundTripsTheFileList) {
+    CheckpointFiles files = discover_checkpoint(testing::fixture_path("z3_ws2_tied_fp32"), "");
+    CheckpointFiles decoded = decode_files(encode_files(files));
+    EXPECT_EQ(decoded.checkpoint_dir, files.checkpoint_dir);
+    EXPECT_EQ(decoded.tag, files.tag);
+    EXPECT_EQ(decoded.tag_dir, files.tag_dir);
+    EXPECT_EQ(decoded.model_files, files.model_files);
+    EXPECT_EQ(decoded.per_rank_model_files, files.per_rank_model_files);
+    EXPECT_EQ(decoded.optim_files, files.optim_files);
+    EXPECT_EQ(decoded.optim_prefix, files.optim_prefix);
+    EXPECT_EQ(decoded.has_offloaded_tensors, files.has_offloaded_tensors);
+}
+
+TEST(MetaCodec, EveryTruncationIsAnInternalError) {
     FileMeta meta;
     OptimStatesInfo optim;
     optim.partition_count = {4};
     optim.master.push_back(TensorRef{3, DType::kF32, {10}, 10, 64, 40});
     meta.info = optim;
-    std::vector<std::byte> buffer;
-    encode_file_meta(meta, buffer);
-    for (std::size_t cut = 0; cut < buffer.size(); ++cut) {
-        std::size_t pos = 0;
-        EXPECT_THROW(decode_file_meta(std::span(buffer).first(cut), pos), Error) << cut;
+    WireWriter out;
+    encode_file_meta(meta, out);
+    for (std::size_t cut = 0; cut < out.bytes().size(); ++cut) {
+        WireReader in(std::span(out.bytes()).first(cut), "test");
+        try {
+            decode_file_meta(in);
+            ADD_FAILURE() << "decoded a buffer cut at " << cut;
+        } catch (const Error& error) {
+            EXPECT_EQ(error.kind(), ErrorKind::kInternal) << cut;
+        }
     }
+    std::vector<std::byte> files = encode_files(CheckpointFiles{});
+    for (std::size_t cut = 0; cut < files.size(); ++cut) {
+        EXPECT_THROW(decode_files(std::span(files).first(cut)), Error) << cut;
+    }
+    files.push_back(std::byte{0});
+    EXPECT_THROW(decode_files(files), Error);  // trailing byte
+}
+
+TEST(MetaCodec, OutOfRangeEnumeratorsAreRefused) {
+    FileMeta meta;
+    OptimStatesInfo optim;
+    optim.master.push_back(TensorRef{0, DType::kF32, {1}, 1, 0, 4});
+    meta.info = optim;
+    WireWriter out;
+    encode_file_meta(meta, out);
+    std::vector<std::byte> bytes = out.take();
+    // u64 size, u8 kind, then the ds_version string (8 bytes of length), then the layout.
+    std::size_t layout_at = 8 + 1 + 8;
+    bytes[layout_at] = std::byte{3};
+    WireReader in(bytes, "test");
+    EXPECT_THROW(decode_file_meta(in), Error);
 }
 
 }  // namespace
-}  // namespace z2f
+}  // namespace z2f::checkpoint

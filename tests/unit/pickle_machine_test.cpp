@@ -458,7 +458,7 @@ TEST(PickleMachine, EveryBundledPickleParses) {
     auto files = testing::find_files(testing::fixture_root(), ".pt");
     for (const auto& path : files) {
         SCOPED_TRACE(path);
-        TorchFile file = TorchFile::open(path);
+        container::TorchFile file = container::TorchFile::open(path);
         EXPECT_NE(file.root().get<Dict>(), nullptr);
         std::ostringstream out;
         print_value(out, file.root());
@@ -470,7 +470,7 @@ TEST(PickleMachine, EveryTruncationOfARealPickleIsAnError) {
     auto files =
         testing::find_files(testing::fixture_root() + "/z2_ws2_frozen_bf16", "model_states.pt");
     ASSERT_EQ(files.size(), 1u);
-    TorchFile file = TorchFile::open(files[0]);
+    container::TorchFile file = container::TorchFile::open(files[0]);
     std::vector<std::byte> bytes =
         file.archive().read_record(file.file(), file.archive().require("data.pkl"), 1 << 20);
     for (std::size_t cut = 0; cut < bytes.size(); ++cut) {
@@ -481,7 +481,7 @@ TEST(PickleMachine, EveryTruncationOfARealPickleIsAnError) {
 TEST(PickleMachine, FlippedBytesNeverCrash) {
     auto files =
         testing::find_files(testing::fixture_root() + "/z3_ws2_fp32_torch2", "optim_states.pt");
-    TorchFile file = TorchFile::open(files[0]);
+    container::TorchFile file = container::TorchFile::open(files[0]);
     std::vector<std::byte> bytes =
         file.archive().read_record(file.file(), file.archive().require("data.pkl"), 1 << 20);
     for (std::size_t at = 0; at < bytes.size(); ++at) {

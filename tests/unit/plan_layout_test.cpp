@@ -24,9 +24,9 @@ struct Element {
     friend bool operator==(const Element&, const Element&) = default;
 };
 
-std::vector<Element> decode(const PlannedTensor& tensor) {
+std::vector<Element> decode(const plan::PlannedTensor& tensor) {
     std::vector<Element> out;
-    for (const SourceExtent& extent : tensor.extents) {
+    for (const plan::SourceExtent& extent : tensor.extents) {
         EXPECT_EQ(extent.length % 4, 0u);
         for (std::uint64_t b = 0; b < extent.length; b += 4) {
             std::uint64_t offset = extent.offset + b;
@@ -75,8 +75,10 @@ TEST(PlanLayout, Stage12ElementsFollowThePartitionFormula) {
         for (bool bf16_optimizer : {false, true}) {
             for (int trial = 0; trial < 20; ++trial) {
                 auto groups = random_groups(rng, 1 + rng() % 3, 6, 40);
-                CheckpointMeta meta = testing::synthetic_stage12(world, groups, bf16_optimizer);
-                ConsolidationPlan result = plan_consolidation(meta, PlanOptions{});
+                checkpoint::CheckpointMeta meta =
+                    testing::synthetic_stage12(world, groups, bf16_optimizer);
+                plan::ConsolidationPlan result =
+                    plan::plan_consolidation(meta, plan::PlanOptions{});
                 std::size_t t = 0;
                 for (std::size_t g = 0; g < groups.size(); ++g) {
                     std::uint64_t total = 0;
@@ -86,7 +88,7 @@ TEST(PlanLayout, Stage12ElementsFollowThePartitionFormula) {
                     std::uint64_t part = (total + align - 1) / align * align / world;
                     std::uint64_t flat = 0;
                     for (const auto& p : groups[g]) {
-                        const PlannedTensor& tensor = result.plan.tensors[t++];
+                        const plan::PlannedTensor& tensor = result.plan.tensors[t++];
                         ASSERT_EQ(tensor.name, p.name);
                         std::vector<Element> expected;
                         for (std::uint64_t e = 0; e < numel_of(p.shape); ++e) {
@@ -110,13 +112,13 @@ TEST(PlanLayout, Stage3ElementsFollowThePaddedSliceFormula) {
     for (std::uint32_t world = 1; world <= 8; ++world) {
         for (int trial = 0; trial < 20; ++trial) {
             auto subgroups = random_groups(rng, 1 + rng() % 3, 5, 30);
-            CheckpointMeta meta = testing::synthetic_stage3(world, subgroups);
-            ConsolidationPlan result = plan_consolidation(meta, PlanOptions{});
+            checkpoint::CheckpointMeta meta = testing::synthetic_stage3(world, subgroups);
+            plan::ConsolidationPlan result = plan::plan_consolidation(meta, plan::PlanOptions{});
             std::size_t t = 0;
             for (std::size_t j = 0; j < subgroups.size(); ++j) {
                 std::uint64_t offset = 0;  // parameter slot offset inside sub-group j
                 for (const auto& p : subgroups[j]) {
-                    const PlannedTensor& tensor = result.plan.tensors[t++];
+                    const plan::PlannedTensor& tensor = result.plan.tensors[t++];
                     ASSERT_EQ(tensor.name, p.name);
                     std::uint64_t n = numel_of(p.shape);
                     std::uint64_t part = (n + world - 1) / world;
@@ -135,16 +137,16 @@ TEST(PlanLayout, Stage3ElementsFollowThePaddedSliceFormula) {
 
 TEST(PlanLayout, WorkedExamplesFromTheFormatNotes) {
     // §6.2: W=4, A (3,5) + B (2,): aligned 24, P=6, saved lengths 6, 6, 5, 0.
-    CheckpointMeta z2 = testing::synthetic_stage12(4, {{{"A", {3, 5}}, {"B", {2}}}});
+    checkpoint::CheckpointMeta z2 = testing::synthetic_stage12(4, {{{"A", {3, 5}}, {"B", {2}}}});
     EXPECT_EQ(z2.optim[2].master[0].numel, 5u);
     EXPECT_EQ(z2.optim[3].master[0].numel, 0u);
-    ConsolidationPlan plan2 = plan_consolidation(z2, PlanOptions{});
+    plan::ConsolidationPlan plan2 = plan::plan_consolidation(z2, plan::PlanOptions{});
     std::vector<Element> b = decode(plan2.plan.tensors[1]);
     EXPECT_EQ(b, (std::vector<Element>{{2, 0, 3}, {2, 0, 4}}));  // rank 2 holds A[12:15] + B
     // §6.3: W=4, A (3,5) -> P=4, B (2,) -> P=1; each rank's flat has 5 elements.
-    CheckpointMeta z3 = testing::synthetic_stage3(4, {{{"A", {3, 5}}, {"B", {2}}}});
+    checkpoint::CheckpointMeta z3 = testing::synthetic_stage3(4, {{{"A", {3, 5}}, {"B", {2}}}});
     EXPECT_EQ(z3.optim[0].master[0].numel, 5u);
-    ConsolidationPlan plan3 = plan_consolidation(z3, PlanOptions{});
+    plan::ConsolidationPlan plan3 = plan::plan_consolidation(z3, plan::PlanOptions{});
     EXPECT_EQ(decode(plan3.plan.tensors[1]), (std::vector<Element>{{0, 0, 4}, {1, 0, 4}}));
     std::vector<Element> a = decode(plan3.plan.tensors[0]);
     ASSERT_EQ(a.size(), 15u);
@@ -153,9 +155,9 @@ TEST(PlanLayout, WorkedExamplesFromTheFormatNotes) {
 }
 
 TEST(PlanLayout, ExtentsOfOneFileMergeAndEmptyTensorsHaveNone) {
-    CheckpointMeta z2 =
+    checkpoint::CheckpointMeta z2 =
         testing::synthetic_stage12(2, {{{"w", {10, 10}}, {"empty", {0, 4}}, {"s", {}}}});
-    ConsolidationPlan plan = plan_consolidation(z2, PlanOptions{});
+    plan::ConsolidationPlan plan = plan::plan_consolidation(z2, plan::PlanOptions{});
     EXPECT_EQ(plan.plan.tensors[0].extents.size(), 2u);  // split across the two ranks
     EXPECT_TRUE(plan.plan.tensors[1].extents.empty());
     EXPECT_EQ(plan.plan.tensors[1].numel(), 0u);
@@ -163,10 +165,10 @@ TEST(PlanLayout, ExtentsOfOneFileMergeAndEmptyTensorsHaveNone) {
 }
 
 TEST(PlanLayout, Stage3FrozenFragmentsSplitLikeParameters) {
-    CheckpointMeta meta = testing::synthetic_stage3(3, {{{"t", {4}}}});
-    meta.model.frozen_param_shapes = std::vector<NamedShape>{{"frozen", {7}}};
+    checkpoint::CheckpointMeta meta = testing::synthetic_stage3(3, {{{"t", {4}}}});
+    meta.model.frozen_param_shapes = std::vector<checkpoint::NamedShape>{{"frozen", {7}}};
     for (std::uint32_t r = 0; r < 3; ++r) {
-        TensorRef fragment;
+        checkpoint::TensorRef fragment;
         fragment.file = r;
         fragment.dtype = DType::kBF16;
         fragment.shape = {3};
@@ -175,17 +177,17 @@ TEST(PlanLayout, Stage3FrozenFragmentsSplitLikeParameters) {
         fragment.length = 6;
         meta.frozen_fragments_by_rank[r].push_back({"frozen", fragment});
     }
-    ConsolidationPlan plan = plan_consolidation(meta, PlanOptions{});
-    const PlannedTensor& frozen = plan.plan.tensors[0];
-    EXPECT_EQ(frozen.role, TensorRole::kFrozen);
+    plan::ConsolidationPlan plan = plan::plan_consolidation(meta, plan::PlanOptions{});
+    const plan::PlannedTensor& frozen = plan.plan.tensors[0];
+    EXPECT_EQ(frozen.role, plan::TensorRole::kFrozen);
     EXPECT_EQ(frozen.source_dtype, DType::kBF16);
     EXPECT_EQ(frozen.output_dtype, DType::kF32);
     EXPECT_EQ(frozen.extents,
-              (std::vector<SourceExtent>{{0, 1000, 6}, {1, 1100, 6}, {2, 1200, 2}}));
+              (std::vector<plan::SourceExtent>{{0, 1000, 6}, {1, 1100, 6}, {2, 1200, 2}}));
 
     meta.frozen_fragments_by_rank[1][0].tensor.numel = 2;
     try {
-        plan_consolidation(meta, PlanOptions{});
+        plan::plan_consolidation(meta, plan::PlanOptions{});
         FAIL();
     } catch (const Error& error) {
         EXPECT_NE(std::string(error.what()).find("expected ceil(7 / 3) = 3"), std::string::npos)
@@ -194,29 +196,29 @@ TEST(PlanLayout, Stage3FrozenFragmentsSplitLikeParameters) {
 }
 
 TEST(PlanLayout, ConsumedNumelsMismatchIsReported) {
-    CheckpointMeta meta = testing::synthetic_stage12(2, {{{"a", {10}}, {"b", {6}}}});
+    checkpoint::CheckpointMeta meta = testing::synthetic_stage12(2, {{{"a", {10}}, {"b", {6}}}});
     meta.model.param_shapes->at(0).push_back({"c", {9}});  // more than the partitions hold
     try {
-        plan_consolidation(meta, PlanOptions{});
+        plan::plan_consolidation(meta, plan::PlanOptions{});
         FAIL();
     } catch (const Error& error) {
         EXPECT_NE(std::string(error.what()).find("need more than the 16 elements"),
                   std::string::npos)
             << error.what();
     }
-    CheckpointMeta fewer = testing::synthetic_stage12(2, {{{"a", {10}}, {"b", {6}}}});
+    checkpoint::CheckpointMeta fewer = testing::synthetic_stage12(2, {{{"a", {10}}, {"b", {6}}}});
     fewer.model.param_shapes->at(0).pop_back();  // 10 of 16: beyond the 2W padding tolerance
     try {
-        plan_consolidation(fewer, PlanOptions{});
+        plan::plan_consolidation(fewer, plan::PlanOptions{});
         FAIL();
     } catch (const Error& error) {
         EXPECT_NE(std::string(error.what()).find("consumed 12 numels out of 16"), std::string::npos)
             << error.what();
     }
-    CheckpointMeta groups = testing::synthetic_stage12(2, {{{"a", {10}}}});
+    checkpoint::CheckpointMeta groups = testing::synthetic_stage12(2, {{{"a", {10}}}});
     groups.model.param_shapes->push_back({{"x", {1}}});
     try {
-        plan_consolidation(groups, PlanOptions{});
+        plan::plan_consolidation(groups, plan::PlanOptions{});
         FAIL();
     } catch (const Error& error) {
         EXPECT_NE(std::string(error.what())
@@ -226,30 +228,30 @@ TEST(PlanLayout, ConsumedNumelsMismatchIsReported) {
 }
 
 TEST(PlanLayout, Stage3ChecksPerRankTotals) {
-    CheckpointMeta meta = testing::synthetic_stage3(2, {{{"a", {10}}}});
+    checkpoint::CheckpointMeta meta = testing::synthetic_stage3(2, {{{"a", {10}}}});
     meta.optim[1].master[0].numel = 4;
     try {
-        plan_consolidation(meta, PlanOptions{});
+        plan::plan_consolidation(meta, plan::PlanOptions{});
         FAIL();
     } catch (const Error& error) {
         EXPECT_NE(std::string(error.what()).find("every rank's partition must have the same size"),
                   std::string::npos);
     }
-    CheckpointMeta short_meta = testing::synthetic_stage3(2, {{{"a", {10}}}});
+    checkpoint::CheckpointMeta short_meta = testing::synthetic_stage3(2, {{{"a", {10}}}});
     short_meta.model.param_shapes->at(0).push_back({"b", {4}});
     try {
-        plan_consolidation(short_meta, PlanOptions{});
+        plan::plan_consolidation(short_meta, plan::PlanOptions{});
         FAIL();
     } catch (const Error& error) {
         EXPECT_NE(std::string(error.what()).find("consumed 14 numels out of 10"), std::string::npos)
             << error.what();
     }
-    CheckpointMeta nvme = testing::synthetic_stage3(2, {{{"a", {10}}}});
+    checkpoint::CheckpointMeta nvme = testing::synthetic_stage3(2, {{{"a", {10}}}});
     for (auto& optim : nvme.optim)
         optim.master[0].numel = 0;
     nvme.files.has_offloaded_tensors = true;
     try {
-        plan_consolidation(nvme, PlanOptions{});
+        plan::plan_consolidation(nvme, plan::PlanOptions{});
         FAIL();
     } catch (const Error& error) {
         EXPECT_EQ(error.kind(), ErrorKind::kUnsupported);
@@ -258,18 +260,19 @@ TEST(PlanLayout, Stage3ChecksPerRankTotals) {
 }
 
 TEST(PlanLayout, DuplicateNamesAndAliases) {
-    CheckpointMeta meta = testing::synthetic_stage12(2, {{{"a", {4}}, {"a", {2}}}});
+    checkpoint::CheckpointMeta meta = testing::synthetic_stage12(2, {{{"a", {4}}, {"a", {2}}}});
     try {
-        plan_consolidation(meta, PlanOptions{});
+        plan::plan_consolidation(meta, plan::PlanOptions{});
         FAIL();
     } catch (const Error& error) {
         EXPECT_NE(std::string(error.what()).find("tensor name 'a' appears twice"),
                   std::string::npos);
     }
-    CheckpointMeta tied = testing::synthetic_stage12(2, {{{"embed", {4, 2}}, {"b", {2}}}});
+    checkpoint::CheckpointMeta tied =
+        testing::synthetic_stage12(2, {{{"embed", {4, 2}}, {"b", {2}}}});
     tied.model.shared_params = std::vector<std::pair<std::string, std::string>>{
         {"head", "embed"}, {"gone", "missing_owner"}};
-    ConsolidationPlan plan = plan_consolidation(tied, PlanOptions{});
+    plan::ConsolidationPlan plan = plan::plan_consolidation(tied, plan::PlanOptions{});
     ASSERT_EQ(plan.plan.tensors.size(), 3u);
     EXPECT_EQ(plan.plan.tensors[2].name, "head");
     EXPECT_EQ(plan.plan.tensors[2].alias_of, 0);
@@ -277,37 +280,42 @@ TEST(PlanLayout, DuplicateNamesAndAliases) {
 }
 
 TEST(PlanLayout, Stage1FrozenParametersComeFromTheModule) {
-    CheckpointMeta meta = testing::synthetic_stage12(2, {{{"w", {4}}}});
-    meta.model.module_tensors.push_back({"w", TensorRef{0, DType::kBF16, {4}, 4, 64, 8}});
-    meta.model.module_tensors.push_back({"frozen", TensorRef{0, DType::kBF16, {3}, 3, 128, 6}});
-    meta.model.module_tensors.push_back({"buf", TensorRef{0, DType::kI64, {2}, 2, 192, 16}});
+    checkpoint::CheckpointMeta meta = testing::synthetic_stage12(2, {{{"w", {4}}}});
+    meta.model.module_tensors.push_back(
+        {"w", checkpoint::TensorRef{0, DType::kBF16, {4}, 4, 64, 8}});
+    meta.model.module_tensors.push_back(
+        {"frozen", checkpoint::TensorRef{0, DType::kBF16, {3}, 3, 128, 6}});
+    meta.model.module_tensors.push_back(
+        {"buf", checkpoint::TensorRef{0, DType::kI64, {2}, 2, 192, 16}});
     meta.model.buffer_names = {"buf"};
-    ConsolidationPlan plan = plan_consolidation(meta, PlanOptions{});
+    plan::ConsolidationPlan plan = plan::plan_consolidation(meta, plan::PlanOptions{});
     ASSERT_EQ(plan.plan.tensors.size(), 3u);
     EXPECT_EQ(plan.plan.tensors[0].name, "buf");
     EXPECT_EQ(plan.plan.tensors[0].output_dtype, DType::kI64);
     EXPECT_EQ(plan.plan.tensors[1].name, "frozen");
-    EXPECT_EQ(plan.plan.tensors[1].role, TensorRole::kFrozen);
-    EXPECT_EQ(plan.plan.tensors[1].extents, (std::vector<SourceExtent>{{0, 128, 6}}));
-    PlanOptions skip;
-    skip.stage1_frozen = Stage1Frozen::kSkip;
-    ConsolidationPlan skipped = plan_consolidation(meta, skip);
+    EXPECT_EQ(plan.plan.tensors[1].role, plan::TensorRole::kFrozen);
+    EXPECT_EQ(plan.plan.tensors[1].extents, (std::vector<plan::SourceExtent>{{0, 128, 6}}));
+    plan::PlanOptions skip;
+    skip.stage1_frozen = plan::Stage1Frozen::kSkip;
+    plan::ConsolidationPlan skipped = plan::plan_consolidation(meta, skip);
     EXPECT_EQ(skipped.plan.tensors.size(), 2u);
     EXPECT_EQ(skipped.warnings.size(), 1u);
-    PlanOptions exclude;
+    plan::PlanOptions exclude;
     exclude.exclude_frozen = true;
-    EXPECT_EQ(plan_consolidation(meta, exclude).plan.tensors.size(), 2u);
+    EXPECT_EQ(plan::plan_consolidation(meta, exclude).plan.tensors.size(), 2u);
 }
 
 TEST(PlanLayout, TiesAreInferredFromSharedModuleStorageWithoutSharedParams) {
-    CheckpointMeta meta = testing::synthetic_stage12(2, {{{"embed", {4}}}});
+    checkpoint::CheckpointMeta meta = testing::synthetic_stage12(2, {{{"embed", {4}}}});
     meta.model.shared_params.reset();  // DeepSpeed < 0.9.2
-    meta.model.module_tensors.push_back({"embed", TensorRef{0, DType::kBF16, {4}, 4, 64, 8}});
-    meta.model.module_tensors.push_back({"head", TensorRef{0, DType::kBF16, {4}, 4, 64, 8}});
-    ConsolidationPlan plan = plan_consolidation(meta, PlanOptions{});
+    meta.model.module_tensors.push_back(
+        {"embed", checkpoint::TensorRef{0, DType::kBF16, {4}, 4, 64, 8}});
+    meta.model.module_tensors.push_back(
+        {"head", checkpoint::TensorRef{0, DType::kBF16, {4}, 4, 64, 8}});
+    plan::ConsolidationPlan plan = plan::plan_consolidation(meta, plan::PlanOptions{});
     ASSERT_EQ(plan.plan.tensors.size(), 2u);
     EXPECT_EQ(plan.plan.tensors[1].name, "head");
-    EXPECT_EQ(plan.plan.tensors[1].role, TensorRole::kAlias);
+    EXPECT_EQ(plan.plan.tensors[1].role, plan::TensorRole::kAlias);
 }
 
 }  // namespace

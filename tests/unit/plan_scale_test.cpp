@@ -41,8 +41,8 @@ TEST(PlanScale, Llama405bShapedPlanAtWorldSize512) {
     }
     add("model.norm.weight", {hidden});
     add("lm_head.weight", {vocab, hidden});
-    CheckpointMeta meta = testing::synthetic_stage3(512, subgroups);
-    ConsolidationPlan plan = plan_consolidation(meta, PlanOptions{});
+    checkpoint::CheckpointMeta meta = testing::synthetic_stage3(512, subgroups);
+    plan::ConsolidationPlan plan = plan::plan_consolidation(meta, plan::PlanOptions{});
     ASSERT_EQ(plan.plan.tensors.size(), 1137u);
     std::uint64_t total = 0;
     for (const auto& tensor : plan.plan.tensors)

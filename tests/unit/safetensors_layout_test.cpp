@@ -12,19 +12,19 @@
 namespace z2f {
 namespace {
 
-PlannedTensor tensor(std::string name, DType dtype, std::vector<std::uint64_t> shape,
-                     std::int64_t alias_of = -1) {
-    PlannedTensor t;
+plan::PlannedTensor tensor(std::string name, DType dtype, std::vector<std::uint64_t> shape,
+                           std::int64_t alias_of = -1) {
+    plan::PlannedTensor t;
     t.name = std::move(name);
     t.shape = std::move(shape);
     t.source_dtype = DType::kF32;
     t.output_dtype = dtype;
     t.alias_of = alias_of;
-    t.role = alias_of >= 0 ? TensorRole::kAlias : TensorRole::kTrainable;
+    t.role = alias_of >= 0 ? plan::TensorRole::kAlias : plan::TensorRole::kTrainable;
     return t;
 }
 
-std::vector<std::uint32_t> all_of(const TensorPlan& plan) {
+std::vector<std::uint32_t> all_of(const plan::TensorPlan& plan) {
     std::vector<std::uint32_t> indices(plan.tensors.size());
     for (std::size_t i = 0; i < indices.size(); ++i) {
         indices[i] = static_cast<std::uint32_t>(i);
@@ -32,17 +32,17 @@ std::vector<std::uint32_t> all_of(const TensorPlan& plan) {
     return indices;
 }
 
-std::string header_text(const OutputFileLayout& layout) {
+std::string header_text(const output::OutputFileLayout& layout) {
     const std::vector<std::byte>& bytes = layout.fixed.at(0).bytes;
     return {reinterpret_cast<const char*>(bytes.data()) + 8, bytes.size() - 8};
 }
 
 // Slots ascending and disjoint; fixed region + slots cover [0, size) exactly.
-void expect_covering(const OutputFileLayout& layout) {
+void expect_covering(const output::OutputFileLayout& layout) {
     ASSERT_EQ(layout.fixed.size(), 1u);
     EXPECT_EQ(layout.fixed[0].offset, 0u);
     std::uint64_t position = layout.fixed[0].bytes.size();
-    for (const TensorSlot& slot : layout.slots) {
+    for (const output::TensorSlot& slot : layout.slots) {
         EXPECT_EQ(slot.offset, position);
         position = slot.offset + slot.length;
     }
@@ -59,20 +59,20 @@ TEST(SafetensorsLayout, ByteIdenticalHeadersForEveryReferenceFile) {
         SCOPED_TRACE(path.string());
         const test_data::RefSafetensors ref = test_data::read_ref_safetensors(path);
         // Plan the file's tensors in reverse header order: the layout must sort them itself.
-        TensorPlan plan;
+        plan::TensorPlan plan;
         for (auto it = ref.tensors.rbegin(); it != ref.tensors.rend(); ++it) {
             plan.tensors.push_back(
                 tensor(it->name, *dtype_from_safetensors_name(it->dtype), it->shape));
         }
-        const OutputFileLayout layout =
-            safetensors_layout(plan, all_of(plan), path.filename().string(), {});
+        const output::OutputFileLayout layout =
+            output::safetensors_layout(plan, all_of(plan), path.filename().string(), {});
         EXPECT_EQ(layout.name, path.filename().string());
-        EXPECT_EQ(layout.format, OutputFormat::kSafetensors);
+        EXPECT_EQ(layout.format, output::OutputFormat::kSafetensors);
         EXPECT_EQ(layout.fixed.at(0).bytes, ref.head);
         EXPECT_EQ(layout.size, ref.file_size);
         ASSERT_EQ(layout.slots.size(), ref.tensors.size());
         for (std::size_t i = 0; i < ref.tensors.size(); ++i) {
-            const TensorSlot& slot = layout.slots[i];
+            const output::TensorSlot& slot = layout.slots[i];
             EXPECT_EQ(plan.tensors[slot.tensor].name, ref.tensors[i].name);
             EXPECT_EQ(slot.offset, 8 + ref.header_length + ref.tensors[i].begin);
             EXPECT_EQ(slot.length, ref.tensors[i].end - ref.tensors[i].begin);
@@ -82,7 +82,7 @@ TEST(SafetensorsLayout, ByteIdenticalHeadersForEveryReferenceFile) {
 }
 
 TEST(SafetensorsLayout, SortsByDtypeEnumDescendingThenName) {
-    TensorPlan plan;
+    plan::TensorPlan plan;
     plan.tensors = {
         tensor("b", DType::kBool, {3}),  tensor("u", DType::kU8, {2}),
         tensor("h", DType::kF16, {2}),   tensor("bf", DType::kBF16, {1, 2}),
@@ -90,7 +90,8 @@ TEST(SafetensorsLayout, SortsByDtypeEnumDescendingThenName) {
         tensor("d", DType::kF64, {1}),   tensor("i64", DType::kI64, {2}),
         tensor("a", DType::kF32, {2}),   tensor("i8", DType::kI8, {0}),
     };
-    const OutputFileLayout layout = safetensors_layout(plan, all_of(plan), "m.safetensors", {});
+    const output::OutputFileLayout layout =
+        output::safetensors_layout(plan, all_of(plan), "m.safetensors", {});
     // 588 bytes of JSON + 4 spaces.
     EXPECT_EQ(header_text(layout), R"({"__metadata__":{"format":"pt"},)"
                                    R"("i64":{"dtype":"I64","shape":[2],"data_offsets":[0,16]},)"
@@ -106,7 +107,7 @@ TEST(SafetensorsLayout, SortsByDtypeEnumDescendingThenName) {
                                    "    ");
     EXPECT_EQ(layout.size, 8u + 592u + 53u);
     std::vector<std::string> order;
-    for (const TensorSlot& slot : layout.slots) {
+    for (const output::TensorSlot& slot : layout.slots) {
         order.push_back(plan.tensors[slot.tensor].name);
     }
     EXPECT_EQ(order,
@@ -115,7 +116,7 @@ TEST(SafetensorsLayout, SortsByDtypeEnumDescendingThenName) {
 }
 
 TEST(SafetensorsLayout, NameBytesOrderEscapingAndSortedExtraMetadata) {
-    TensorPlan plan;
+    plan::TensorPlan plan;
     plan.tensors = {
         tensor("\xc3\xa9", DType::kF32, {1}),  // é
         tensor("a.b", DType::kF32, {1}),      tensor("a", DType::kF32, {1}),
@@ -125,7 +126,8 @@ TEST(SafetensorsLayout, NameBytesOrderEscapingAndSortedExtraMetadata) {
         {"lm_head.weight", "embed.weight"},
         {"a\n", "\xc3\xa9"},
     };
-    const OutputFileLayout layout = safetensors_layout(plan, all_of(plan), "x", extras);
+    const output::OutputFileLayout layout =
+        output::safetensors_layout(plan, all_of(plan), "x", extras);
     // 351 bytes of JSON + 1 space; non-ASCII stays raw UTF-8 as serde_json writes it.
     EXPECT_EQ(header_text(layout),
               "{\"__metadata__\":{\"format\":\"pt\",\"a\\n\":\"\xc3\xa9\","
@@ -139,7 +141,7 @@ TEST(SafetensorsLayout, NameBytesOrderEscapingAndSortedExtraMetadata) {
 }
 
 TEST(SafetensorsLayout, AliasesAreSkippedAndOnlyTheShardsTensorsWritten) {
-    TensorPlan plan;
+    plan::TensorPlan plan;
     plan.tensors = {
         tensor("embed.weight", DType::kF32, {4, 2}),
         tensor("other", DType::kF32, {3}),
@@ -149,7 +151,8 @@ TEST(SafetensorsLayout, AliasesAreSkippedAndOnlyTheShardsTensorsWritten) {
     const std::vector<std::uint32_t> shard{3, 2, 0};
     const std::pair<std::string_view, std::string_view> extras[] = {
         {"lm_head.weight", "embed.weight"}};
-    const OutputFileLayout layout = safetensors_layout(plan, shard, "model.safetensors", extras);
+    const output::OutputFileLayout layout =
+        output::safetensors_layout(plan, shard, "model.safetensors", extras);
     ASSERT_EQ(layout.slots.size(), 2u);
     EXPECT_EQ(layout.slots[0].tensor, 0u);  // F32 before BF16
     EXPECT_EQ(layout.slots[0].length, 32u);
@@ -164,15 +167,16 @@ TEST(SafetensorsLayout, AliasesAreSkippedAndOnlyTheShardsTensorsWritten) {
 }
 
 TEST(SafetensorsLayout, EmptyFile) {
-    const TensorPlan plan;
-    const OutputFileLayout layout = safetensors_layout(plan, {}, "empty.safetensors", {});
+    const plan::TensorPlan plan;
+    const output::OutputFileLayout layout =
+        output::safetensors_layout(plan, {}, "empty.safetensors", {});
     EXPECT_EQ(header_text(layout), R"({"__metadata__":{"format":"pt"}})");  // 32 bytes, no pad
     EXPECT_EQ(layout.size, 40u);
     EXPECT_TRUE(layout.slots.empty());
 }
 
 TEST(SafetensorsLayout, Errors) {
-    TensorPlan plan;
+    plan::TensorPlan plan;
     plan.tensors = {tensor("a", DType::kF32, {1}), tensor("a", DType::kF32, {2}),
                     tensor("bad\xff", DType::kF32, {1})};
     auto kind_of = [](auto&& call) {
@@ -189,19 +193,23 @@ TEST(SafetensorsLayout, Errors) {
     const std::vector<std::uint32_t> first{0};
     const std::pair<std::string_view, std::string_view> format[] = {{"format", "np"}};
     const std::pair<std::string_view, std::string_view> twice[] = {{"k", "1"}, {"k", "2"}};
-    EXPECT_EQ(kind_of([&] { safetensors_layout(plan, dup, "f", {}); }), ErrorKind::kInternal);
-    EXPECT_EQ(kind_of([&] { safetensors_layout(plan, bad, "f", {}); }), ErrorKind::kInput);
-    EXPECT_EQ(kind_of([&] { safetensors_layout(plan, out_of_range, "f", {}); }),
+    EXPECT_EQ(kind_of([&] { output::safetensors_layout(plan, dup, "f", {}); }),
               ErrorKind::kInternal);
-    EXPECT_EQ(kind_of([&] { safetensors_layout(plan, first, "f", format); }), ErrorKind::kInternal);
-    EXPECT_EQ(kind_of([&] { safetensors_layout(plan, first, "f", twice); }), ErrorKind::kInternal);
+    EXPECT_EQ(kind_of([&] { output::safetensors_layout(plan, bad, "f", {}); }), ErrorKind::kInput);
+    EXPECT_EQ(kind_of([&] { output::safetensors_layout(plan, out_of_range, "f", {}); }),
+              ErrorKind::kInternal);
+    EXPECT_EQ(kind_of([&] { output::safetensors_layout(plan, first, "f", format); }),
+              ErrorKind::kInternal);
+    EXPECT_EQ(kind_of([&] { output::safetensors_layout(plan, first, "f", twice); }),
+              ErrorKind::kInternal);
 }
 
 TEST(SafetensorsLayout, HeaderOverTheReaderLimitIsRefused) {
-    TensorPlan plan;
-    plan.tensors = {tensor(std::string(kSafetensorsMaxHeaderLength, 'n'), DType::kF32, {1})};
+    plan::TensorPlan plan;
+    plan.tensors = {
+        tensor(std::string(output::kSafetensorsMaxHeaderLength, 'n'), DType::kF32, {1})};
     try {
-        safetensors_layout(plan, all_of(plan), "huge.safetensors", {});
+        output::safetensors_layout(plan, all_of(plan), "huge.safetensors", {});
         FAIL();
     } catch (const Error& e) {
         EXPECT_EQ(e.kind(), ErrorKind::kUsage);

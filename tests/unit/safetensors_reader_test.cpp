@@ -21,8 +21,8 @@ std::vector<std::byte> make_file(std::string_view header, std::uint64_t data_siz
     return writer.take();
 }
 
-SafetensorsHeader parse(const std::vector<std::byte>& file) {
-    return parse_safetensors_header(file, file.size(), "t.safetensors");
+output::SafetensorsHeader parse(const std::vector<std::byte>& file) {
+    return output::parse_safetensors_header(file, file.size(), "t.safetensors");
 }
 
 TEST(SafetensorsReader, ReadsEveryReferenceFile) {
@@ -30,9 +30,10 @@ TEST(SafetensorsReader, ReadsEveryReferenceFile) {
         SCOPED_TRACE(path.string());
         const std::vector<std::byte> bytes = test_data::read_file(path);
         const test_data::RefSafetensors ref = test_data::read_ref_safetensors(path);
-        EXPECT_EQ(safetensors_header_length(bytes, bytes.size(), path.string()), ref.header_length);
-        const SafetensorsHeader header =
-            parse_safetensors_header(ref.head, bytes.size(), path.string());
+        EXPECT_EQ(output::safetensors_header_length(bytes, bytes.size(), path.string()),
+                  ref.header_length);
+        const output::SafetensorsHeader header =
+            output::parse_safetensors_header(ref.head, bytes.size(), path.string());
         EXPECT_EQ(header.header_length, ref.header_length);
         EXPECT_EQ(header.data_offset, 8 + ref.header_length);
         EXPECT_TRUE(header.has_metadata);
@@ -50,10 +51,10 @@ TEST(SafetensorsReader, ReadsEveryReferenceFile) {
 }
 
 TEST(SafetensorsReader, RoundTripsOurLayout) {
-    TensorPlan plan;
+    plan::TensorPlan plan;
     for (DType dtype : {DType::kBool, DType::kF16, DType::kF64, DType::kI64, DType::kU8,
                         DType::kBF16, DType::kF32, DType::kC64, DType::kF8E4M3}) {
-        PlannedTensor t;
+        plan::PlannedTensor t;
         t.name = "t." + std::string(safetensors_name(dtype)) + "\n\xc3\xa9";
         t.shape = {3, 1, 2};
         t.output_dtype = dtype;
@@ -66,14 +67,15 @@ TEST(SafetensorsReader, RoundTripsOurLayout) {
         all[i] = i;
     }
     const std::pair<std::string_view, std::string_view> extras[] = {{"k\"", "v\\"}};
-    const OutputFileLayout layout = safetensors_layout(plan, all, "r.safetensors", extras);
-    const SafetensorsHeader header =
-        parse_safetensors_header(layout.fixed[0].bytes, layout.size, layout.name);
+    const output::OutputFileLayout layout =
+        output::safetensors_layout(plan, all, "r.safetensors", extras);
+    const output::SafetensorsHeader header =
+        output::parse_safetensors_header(layout.fixed[0].bytes, layout.size, layout.name);
     EXPECT_EQ(header.metadata,
               (std::vector<std::pair<std::string, std::string>>{{"format", "pt"}, {"k\"", "v\\"}}));
     ASSERT_EQ(header.tensors.size(), layout.slots.size());
     for (std::size_t i = 0; i < layout.slots.size(); ++i) {
-        const PlannedTensor& planned = plan.tensors[layout.slots[i].tensor];
+        const plan::PlannedTensor& planned = plan.tensors[layout.slots[i].tensor];
         EXPECT_EQ(header.tensors[i].name, planned.name);
         EXPECT_EQ(header.tensors[i].dtype, planned.output_dtype);
         EXPECT_EQ(header.tensors[i].shape, planned.shape);
@@ -84,12 +86,12 @@ TEST(SafetensorsReader, RoundTripsOurLayout) {
 
 TEST(SafetensorsReader, AcceptsValidCornerCases) {
     // No tensors, no metadata.
-    SafetensorsHeader empty = parse(make_file("{}", 0));
+    output::SafetensorsHeader empty = parse(make_file("{}", 0));
     EXPECT_FALSE(empty.has_metadata);
     EXPECT_TRUE(empty.tensors.empty());
     // Whitespace padding (spaces, or any JSON whitespace), any key order, a 0-dim tensor, an
     // empty tensor, an empty name, and tensors listed out of offset order.
-    const SafetensorsHeader h =
+    const output::SafetensorsHeader h =
         parse(make_file(R"({"b":{"data_offsets":[4,12],"shape":[2],"dtype":"F32"},)"
                         R"("":{"dtype":"I8","shape":[0,3],"data_offsets":[12,12]},)"
                         R"("__metadata__":{},"a":{"dtype":"F32","shape":[],"data_offsets":[0,4]}} )"
@@ -102,7 +104,7 @@ TEST(SafetensorsReader, AcceptsValidCornerCases) {
     EXPECT_TRUE(h.has_metadata);
     EXPECT_TRUE(h.metadata.empty());
     // Escapes in names are decoded.
-    const SafetensorsHeader e =
+    const output::SafetensorsHeader e =
         parse(make_file(R"({"a\u00e9\n":{"dtype":"U8","shape":[1],"data_offsets":[0,1]}})", 1));
     EXPECT_EQ(e.tensors.at(0).name, "a\xc3\xa9\n");
 }
@@ -211,7 +213,7 @@ TEST(SafetensorsReader, RejectsMalformedHeaders) {
 TEST(SafetensorsReader, RejectsBadLengthPrefix) {
     auto message_of = [](std::span<const std::byte> bytes, std::uint64_t file_size) {
         try {
-            safetensors_header_length(bytes, file_size, "t.safetensors");
+            output::safetensors_header_length(bytes, file_size, "t.safetensors");
         } catch (const Error& e) {
             EXPECT_EQ(e.kind(), ErrorKind::kInput);
             return std::string(e.what());

@@ -10,42 +10,42 @@ namespace z2f {
 namespace {
 
 TEST(ShardSize, DecimalUnitsLikeHuggingfaceHub) {
-    EXPECT_EQ(parse_max_shard_size("5GB"), 5'000'000'000u);
-    EXPECT_EQ(parse_max_shard_size("10KB"), 10'000u);
-    EXPECT_EQ(parse_max_shard_size("5KB"), 5'000u);
-    EXPECT_EQ(parse_max_shard_size("3MB"), 3'000'000u);
-    EXPECT_EQ(parse_max_shard_size("2TB"), 2'000'000'000'000u);
-    EXPECT_EQ(parse_max_shard_size("5gb"), 5'000'000'000u);
-    EXPECT_EQ(parse_max_shard_size("5Gb"), 5'000'000'000u);
-    EXPECT_EQ(parse_max_shard_size(" 5gb "), 5'000'000'000u);
-    EXPECT_EQ(parse_max_shard_size("5 GB"), 5'000'000'000u);
-    EXPECT_EQ(parse_max_shard_size("50GB"), 50'000'000'000u);
+    EXPECT_EQ(output::parse_max_shard_size("5GB"), 5'000'000'000u);
+    EXPECT_EQ(output::parse_max_shard_size("10KB"), 10'000u);
+    EXPECT_EQ(output::parse_max_shard_size("5KB"), 5'000u);
+    EXPECT_EQ(output::parse_max_shard_size("3MB"), 3'000'000u);
+    EXPECT_EQ(output::parse_max_shard_size("2TB"), 2'000'000'000'000u);
+    EXPECT_EQ(output::parse_max_shard_size("5gb"), 5'000'000'000u);
+    EXPECT_EQ(output::parse_max_shard_size("5Gb"), 5'000'000'000u);
+    EXPECT_EQ(output::parse_max_shard_size(" 5gb "), 5'000'000'000u);
+    EXPECT_EQ(output::parse_max_shard_size("5 GB"), 5'000'000'000u);
+    EXPECT_EQ(output::parse_max_shard_size("50GB"), 50'000'000'000u);
 }
 
 TEST(ShardSize, FloatNumbersTruncateLikePythonInt) {
-    EXPECT_EQ(parse_max_shard_size("1.5GB"), 1'500'000'000u);
-    EXPECT_EQ(parse_max_shard_size("1.1KB"), 1100u);
-    EXPECT_EQ(parse_max_shard_size("0.1KB"), 100u);
-    EXPECT_EQ(parse_max_shard_size("1.005KB"), 1004u);  // 1004.9999999999999 truncated
-    EXPECT_EQ(parse_max_shard_size("4.35GB"), 4'350'000'000u);
-    EXPECT_EQ(parse_max_shard_size("2.675TB"), 2'675'000'000'000u);
-    EXPECT_EQ(parse_max_shard_size("1e3KB"), 1'000'000u);
-    EXPECT_EQ(parse_max_shard_size("1_000KB"), 1'000'000u);
-    EXPECT_EQ(parse_max_shard_size(".5MB"), 500'000u);
-    EXPECT_EQ(parse_max_shard_size("5.KB"), 5'000u);
-    EXPECT_EQ(parse_max_shard_size("+2GB"), 2'000'000'000u);
-    EXPECT_EQ(parse_max_shard_size("1.5e-3GB"), 1'500'000u);
-    EXPECT_EQ(parse_max_shard_size("-0KB"), 0u);
-    EXPECT_EQ(parse_max_shard_size("9.3e-10KB"), 0u);
+    EXPECT_EQ(output::parse_max_shard_size("1.5GB"), 1'500'000'000u);
+    EXPECT_EQ(output::parse_max_shard_size("1.1KB"), 1100u);
+    EXPECT_EQ(output::parse_max_shard_size("0.1KB"), 100u);
+    EXPECT_EQ(output::parse_max_shard_size("1.005KB"), 1004u);  // 1004.9999999999999 truncated
+    EXPECT_EQ(output::parse_max_shard_size("4.35GB"), 4'350'000'000u);
+    EXPECT_EQ(output::parse_max_shard_size("2.675TB"), 2'675'000'000'000u);
+    EXPECT_EQ(output::parse_max_shard_size("1e3KB"), 1'000'000u);
+    EXPECT_EQ(output::parse_max_shard_size("1_000KB"), 1'000'000u);
+    EXPECT_EQ(output::parse_max_shard_size(".5MB"), 500'000u);
+    EXPECT_EQ(output::parse_max_shard_size("5.KB"), 5'000u);
+    EXPECT_EQ(output::parse_max_shard_size("+2GB"), 2'000'000'000u);
+    EXPECT_EQ(output::parse_max_shard_size("1.5e-3GB"), 1'500'000u);
+    EXPECT_EQ(output::parse_max_shard_size("-0KB"), 0u);
+    EXPECT_EQ(output::parse_max_shard_size("9.3e-10KB"), 0u);
 }
 
 TEST(ShardSize, PlainIntegerIsBytesAndNoneMeansNoSharding) {
-    EXPECT_EQ(parse_max_shard_size("5000"), 5000u);
-    EXPECT_EQ(parse_max_shard_size("0"), 0u);
-    EXPECT_EQ(parse_max_shard_size("18446744073709551615"), 18446744073709551615u);
-    EXPECT_EQ(parse_max_shard_size("none"), std::nullopt);
-    EXPECT_EQ(parse_max_shard_size("None"), std::nullopt);
-    EXPECT_EQ(parse_max_shard_size(" NONE "), std::nullopt);
+    EXPECT_EQ(output::parse_max_shard_size("5000"), 5000u);
+    EXPECT_EQ(output::parse_max_shard_size("0"), 0u);
+    EXPECT_EQ(output::parse_max_shard_size("18446744073709551615"), 18446744073709551615u);
+    EXPECT_EQ(output::parse_max_shard_size("none"), std::nullopt);
+    EXPECT_EQ(output::parse_max_shard_size("None"), std::nullopt);
+    EXPECT_EQ(output::parse_max_shard_size(" NONE "), std::nullopt);
 }
 
 TEST(ShardSize, RejectionsAreUsageErrors) {
@@ -66,7 +66,7 @@ TEST(ShardSize, RejectionsAreUsageErrors) {
     };
     for (const char* text : bad) {
         try {
-            parse_max_shard_size(text);
+            output::parse_max_shard_size(text);
             ADD_FAILURE() << "accepted '" << text << "'";
         } catch (const Error& e) {
             EXPECT_EQ(e.kind(), ErrorKind::kUsage) << text;
@@ -77,7 +77,7 @@ TEST(ShardSize, RejectionsAreUsageErrors) {
 
 TEST(ShardSize, GibMessageExplainsDecimalUnits) {
     try {
-        parse_max_shard_size("5GiB");
+        output::parse_max_shard_size("5GiB");
         FAIL();
     } catch (const Error& e) {
         const std::string message = e.what();

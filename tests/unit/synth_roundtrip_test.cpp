@@ -51,7 +51,7 @@ std::string describe(const SynthOptions& o) {
 // zero_to_fp32's state-dict order (deepspeed-format.md §6.5) for the synthetic model.
 struct Expected {
     std::string name;
-    TensorRole role;
+    plan::TensorRole role;
     std::vector<std::uint64_t> shape;
     const ModelBuffer* buffer = nullptr;
 };
@@ -60,30 +60,30 @@ std::vector<Expected> expected_order(const SynthContext& context) {
     const ModelSpec& model = context.model;
     std::vector<Expected> order;
     for (const ModelBuffer& buffer : model.buffers) {
-        order.push_back({buffer.name, TensorRole::kBuffer, buffer.shape, &buffer});
+        order.push_back({buffer.name, plan::TensorRole::kBuffer, buffer.shape, &buffer});
     }
     for (const ModelParam& param : model.params) {
         if (!param.trainable)
-            order.push_back({param.name, TensorRole::kFrozen, param.shape});
+            order.push_back({param.name, plan::TensorRole::kFrozen, param.shape});
     }
     if (context.options.stage == 2) {
         for (const FlatGroup& group : context.stage2.groups) {
             for (std::size_t index : group.params) {
-                order.push_back(
-                    {model.params[index].name, TensorRole::kTrainable, model.params[index].shape});
+                order.push_back({model.params[index].name, plan::TensorRole::kTrainable,
+                                 model.params[index].shape});
             }
         }
     } else {
         for (const SubGroup& subgroup : context.stage3.subgroups) {
             for (std::size_t index : subgroup.params) {
-                order.push_back(
-                    {model.params[index].name, TensorRole::kTrainable, model.params[index].shape});
+                order.push_back({model.params[index].name, plan::TensorRole::kTrainable,
+                                 model.params[index].shape});
             }
         }
     }
     if (model.tied_alias) {
         const ModelParam& owner = model.params[model.tied_owner];
-        order.push_back({*model.tied_alias, TensorRole::kAlias, owner.shape});
+        order.push_back({*model.tied_alias, plan::TensorRole::kAlias, owner.shape});
     }
     return order;
 }
@@ -101,15 +101,15 @@ void expect_consolidates_exactly(const SynthOptions& options) {
     SynthContext context = SynthContext::make(options);
     write_checkpoint(context, dir.path());
 
-    CheckpointFiles files = discover_checkpoint(dir.path(), "");
+    checkpoint::CheckpointFiles files = checkpoint::discover_checkpoint(dir.path(), "");
     EXPECT_EQ(files.tag, options.tag);
     EXPECT_EQ(files.optim_files.size(), options.world);
     EXPECT_EQ(files.model_files.size(), options.stage == 3 ? options.world : 1u);
     EXPECT_EQ(files.optim_prefix, options.model.dtype == DType::kBF16 ? "bf16_" : "");
-    CheckpointMeta meta = read_checkpoint_meta(files);
+    checkpoint::CheckpointMeta meta = checkpoint::read_checkpoint_meta(files);
     EXPECT_EQ(meta.zero_stage, options.stage);
     EXPECT_EQ(meta.world_size, options.world);
-    ConsolidationPlan result = plan_consolidation(meta, PlanOptions{});
+    plan::ConsolidationPlan result = plan::plan_consolidation(meta, plan::PlanOptions{});
     EXPECT_TRUE(result.warnings.empty()) << result.warnings.front();
 
     std::vector<Expected> expected = expected_order(context);
@@ -117,13 +117,13 @@ void expect_consolidates_exactly(const SynthOptions& options) {
     ASSERT_EQ(tensors.size(), expected.size());
     const DType model_dtype = options.model.dtype;
     for (std::size_t i = 0; i < tensors.size(); ++i) {
-        const PlannedTensor& tensor = tensors[i];
+        const plan::PlannedTensor& tensor = tensors[i];
         const Expected& truth = expected[i];
         SCOPED_TRACE(truth.name);
         ASSERT_EQ(tensor.name, truth.name);
         EXPECT_EQ(tensor.role, truth.role);
         EXPECT_EQ(tensor.shape, truth.shape);
-        if (truth.role == TensorRole::kAlias) {
+        if (truth.role == plan::TensorRole::kAlias) {
             ASSERT_TRUE(tensor.is_alias());
             EXPECT_EQ(tensors[static_cast<std::size_t>(tensor.alias_of)].name,
                       context.model.params[context.model.tied_owner].name);
@@ -147,7 +147,7 @@ void expect_consolidates_exactly(const SynthOptions& options) {
         for (std::uint64_t e = 0; e < n; ++e) {
             float got;
             std::memcpy(&got, &bytes[4 * e], 4);
-            float want = truth.role == TensorRole::kTrainable
+            float want = truth.role == plan::TensorRole::kTrainable
                              ? expected_element(seed, truth.name, e)
                              : expected_model_element(seed, truth.name, e, model_dtype);
             ASSERT_EQ(std::bit_cast<std::uint32_t>(got), std::bit_cast<std::uint32_t>(want))

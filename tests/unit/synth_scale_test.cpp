@@ -37,20 +37,21 @@ void expect_405b_plans(int stage) {
     write_checkpoint(context, dir.path());
     auto written = std::chrono::steady_clock::now();
 
-    CheckpointFiles files = discover_checkpoint(dir.path(), "");
-    ConsolidationPlan result = plan_consolidation(read_checkpoint_meta(files), PlanOptions{});
+    checkpoint::CheckpointFiles files = checkpoint::discover_checkpoint(dir.path(), "");
+    plan::ConsolidationPlan result =
+        plan::plan_consolidation(checkpoint::read_checkpoint_meta(files), plan::PlanOptions{});
     auto planned = std::chrono::steady_clock::now();
     std::printf("405B W=512 stage %d: write %.2f s, metadata + plan %.2f s\n", stage,
                 std::chrono::duration<double>(written - start).count(),
                 std::chrono::duration<double>(planned - written).count());
 
-    const TensorPlan& plan = result.plan;
+    const plan::TensorPlan& plan = result.plan;
     ASSERT_EQ(plan.tensors.size(), context.model.params.size());
     std::uint64_t numel = 0;
-    for (const PlannedTensor& tensor : plan.tensors) {
+    for (const plan::PlannedTensor& tensor : plan.tensors) {
         numel += tensor.numel();
         std::uint64_t bytes = 0;
-        for (const SourceExtent& extent : tensor.extents) {
+        for (const plan::SourceExtent& extent : tensor.extents) {
             ASSERT_LE(extent.offset + extent.length, plan.inputs[extent.file].size);
             bytes += extent.length;
         }
@@ -60,7 +61,7 @@ void expect_405b_plans(int stage) {
     // The apparent size is hundreds of GB to TB; the blocks are the pickles and headers.
     std::uint64_t apparent = 0;
     std::uint64_t allocated = 0;
-    for (const InputFile& input : plan.inputs) {
+    for (const plan::InputFile& input : plan.inputs) {
         apparent += input.size;
         allocated += io::allocated_bytes(input.path);
     }

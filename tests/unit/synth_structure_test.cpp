@@ -134,9 +134,9 @@ std::string schema(const Value& value, const std::string& key) {
 
 // Record names (relative to the archive folder), runs of data/<key> collapsed to data/*.
 std::vector<std::string> record_layout(const std::string& path) {
-    TorchFile file = TorchFile::open(path);
+    container::TorchFile file = container::TorchFile::open(path);
     std::vector<std::string> names;
-    for (const ZipRecord& record : file.archive().records()) {
+    for (const container::ZipRecord& record : file.archive().records()) {
         std::string name = record.name;
         if (name.rfind("data/", 0) == 0)
             name = "data/*";
@@ -182,8 +182,8 @@ void expect_same_structure(const SynthOptions& options, const std::vector<Compar
         std::string real = testing::fixture_path(c.fixture + "/global_step2/" + c.fixture_file);
         std::string ours = dir.path() + "/" + options.tag + "/" + c.ours_file;
         check_zip(ours);
-        TorchFile real_file = TorchFile::open(real);
-        TorchFile our_file = TorchFile::open(ours);
+        container::TorchFile real_file = container::TorchFile::open(real);
+        container::TorchFile our_file = container::TorchFile::open(ours);
         EXPECT_EQ(schema(our_file.root(), ""), schema(real_file.root(), ""));
         EXPECT_EQ(record_layout(ours), record_layout(real));
         EXPECT_EQ(our_file.archive().prefix(), real_file.archive().prefix());
@@ -270,8 +270,8 @@ TEST(SynthStructure, ZeroStageEncodingsAndLossScalers) {
     SynthOptions options = options_like_fixtures(2, DType::kF16);
     options.zero_stage_encoding = ZeroStageEncoding::kByValue;
     write_checkpoint(SynthContext::make(options), dir.path());
-    TorchFile file =
-        TorchFile::open(dir.path() + "/global_step2/zero_pp_rank_0_mp_rank_00_optim_states.pt");
+    container::TorchFile file = container::TorchFile::open(
+        dir.path() + "/global_step2/zero_pp_rank_0_mp_rank_00_optim_states.pt");
     const auto* osd = file.root().get<pickle::Dict>()->find("optimizer_state_dict");
     ASSERT_NE(osd, nullptr);
     const auto* dict = osd->get<pickle::Dict>();

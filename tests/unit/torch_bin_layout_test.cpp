@@ -28,15 +28,17 @@ namespace fs = std::filesystem;
 using test::PyNode;
 using test::PyRef;
 
-std::vector<std::uint32_t> all_indices(const TensorPlan& plan) {
+std::vector<std::uint32_t> all_indices(const plan::TensorPlan& plan) {
     std::vector<std::uint32_t> indices(plan.tensors.size());
     std::iota(indices.begin(), indices.end(), 0u);
     return indices;
 }
 
-std::vector<std::byte> realize_sample(const TensorPlan& plan, const OutputFileLayout& layout) {
-    return test::realize_torch_layout_in_memory(
-        layout, [&](const TensorSlot& slot) { return test::sample_slot_bytes(plan, slot); });
+std::vector<std::byte> realize_sample(const plan::TensorPlan& plan,
+                                      const output::OutputFileLayout& layout) {
+    return test::realize_torch_layout_in_memory(layout, [&](const output::TensorSlot& slot) {
+        return test::sample_slot_bytes(plan, slot);
+    });
 }
 
 std::span<const std::byte> record_data(const std::vector<std::byte>& file,
@@ -70,7 +72,8 @@ std::map<std::string, PickledTensor> pickled_tensors(std::span<const std::byte> 
 }
 
 // Fixed regions, slots and tail must tile [0, size) with no gap and no overlap.
-void expect_tiling(const OutputFileLayout& layout, const std::vector<FixedRegion>& tail) {
+void expect_tiling(const output::OutputFileLayout& layout,
+                   const std::vector<output::FixedRegion>& tail) {
     std::vector<std::pair<std::uint64_t, std::uint64_t>> pieces;
     for (const auto& r : layout.fixed)
         pieces.emplace_back(r.offset, r.bytes.size());
@@ -91,9 +94,10 @@ void expect_tiling(const OutputFileLayout& layout, const std::vector<FixedRegion
 }
 
 TEST(TorchBinLayout, SampleArchiveIsAWellFormedTorchZip) {
-    TensorPlan plan = test::sample_plan();
-    OutputFileLayout layout = layout_torch_bin_file("pytorch_model.bin", plan, all_indices(plan));
-    EXPECT_EQ(layout.format, OutputFormat::kTorch);
+    plan::TensorPlan plan = test::sample_plan();
+    output::OutputFileLayout layout =
+        output::layout_torch_bin_file("pytorch_model.bin", plan, all_indices(plan));
+    EXPECT_EQ(layout.format, output::OutputFormat::kTorch);
     EXPECT_EQ(layout.name, "pytorch_model.bin");
     EXPECT_TRUE(layout.needs_slot_crcs());
 
@@ -118,7 +122,7 @@ TEST(TorchBinLayout, SampleArchiveIsAWellFormedTorchZip) {
     // The layout's own bookkeeping agrees with what a reader finds.
     ASSERT_EQ(layout.zip_entries.size(), info.records.size());
     for (std::size_t i = 0; i < info.records.size(); ++i) {
-        const ZipEntry& entry = layout.zip_entries[i];
+        const output::ZipEntry& entry = layout.zip_entries[i];
         EXPECT_EQ(entry.name, info.records[i].name);
         EXPECT_EQ(entry.local_header_offset, info.records[i].local_header_offset);
         EXPECT_EQ(entry.data_offset, info.records[i].data_offset);
@@ -130,7 +134,7 @@ TEST(TorchBinLayout, SampleArchiveIsAWellFormedTorchZip) {
             EXPECT_EQ(*entry.crc32, info.records[i].crc);
         }
         if (is_storage) {
-            const TensorSlot& slot = layout.slots[static_cast<std::size_t>(entry.slot)];
+            const output::TensorSlot& slot = layout.slots[static_cast<std::size_t>(entry.slot)];
             EXPECT_EQ(slot.offset, entry.data_offset);
             EXPECT_EQ(slot.length, entry.size);
             EXPECT_EQ(std::vector<std::byte>(record_data(file, info.records[i]).begin(),
@@ -143,7 +147,7 @@ TEST(TorchBinLayout, SampleArchiveIsAWellFormedTorchZip) {
         crcs.push_back(info.records[2 + crcs.size()].crc);
         (void)slot;
     }
-    expect_tiling(layout, torch_bin_tail(layout, crcs));
+    expect_tiling(layout, output::torch_bin_tail(layout, crcs));
 
     // The pickle: every tensor, in plan order, contiguous, requires_grad False.
     std::vector<std::string> order;
@@ -163,10 +167,11 @@ TEST(TorchBinLayout, SampleArchiveIsAWellFormedTorchZip) {
 }
 
 TEST(TorchBinLayout, OnlyAllowListedGlobals) {
-    TensorPlan plan = test::sample_plan();
-    OutputFileLayout layout = layout_torch_bin_file("m.bin", plan, all_indices(plan));
+    plan::TensorPlan plan = test::sample_plan();
+    output::OutputFileLayout layout =
+        output::layout_torch_bin_file("m.bin", plan, all_indices(plan));
     std::vector<std::byte> file = realize_sample(plan, layout);
-    const ZipEntry& pkl = layout.zip_entries[0];
+    const output::ZipEntry& pkl = layout.zip_entries[0];
     std::map<std::uint8_t, std::size_t> ops;
     PyRef root = test::load_pickle(std::span(file).subspan(pkl.data_offset, pkl.size), &ops);
     std::set<std::string> seen;
@@ -192,12 +197,12 @@ TEST(TorchBinLayout, OnlyAllowListedGlobals) {
 }
 
 TEST(TorchBinLayout, DeterministicAndSameBytesAsTheSequentialWriter) {
-    TensorPlan plan = test::sample_plan();
+    plan::TensorPlan plan = test::sample_plan();
     auto indices = all_indices(plan);
-    OutputFileLayout a =
-        layout_torch_bin_file("out/pytorch_model-00001-of-00002.bin", plan, indices);
-    OutputFileLayout b =
-        layout_torch_bin_file("out/pytorch_model-00001-of-00002.bin", plan, indices);
+    output::OutputFileLayout a =
+        output::layout_torch_bin_file("out/pytorch_model-00001-of-00002.bin", plan, indices);
+    output::OutputFileLayout b =
+        output::layout_torch_bin_file("out/pytorch_model-00001-of-00002.bin", plan, indices);
     std::vector<std::byte> file_a = realize_sample(plan, a);
     EXPECT_EQ(file_a, realize_sample(plan, b));
     EXPECT_EQ(a.zip_entries[0].name, "pytorch_model-00001-of-00002/data.pkl");
@@ -206,15 +211,16 @@ TEST(TorchBinLayout, DeterministicAndSameBytesAsTheSequentialWriter) {
     fs::path dir = fs::temp_directory_path() / ("z2f_layout_test_" + std::to_string(::getpid()));
     fs::create_directories(dir);
     std::string path = (dir / "layout.bin").string();
-    test::realize_torch_layout(
-        a, path, [&](const TensorSlot& slot) { return test::sample_slot_bytes(plan, slot); });
+    test::realize_torch_layout(a, path, [&](const output::TensorSlot& slot) {
+        return test::sample_slot_bytes(plan, slot);
+    });
     std::string on_disk = io::read_small_file(path, std::size_t{1} << 20);
     EXPECT_EQ(on_disk, std::string(as_string_view(file_a)));
 
     // TorchZipWriter writing the same records sequentially produces the same archive.
     std::string seq = (dir / "pytorch_model-00001-of-00002.bin").string();
     {
-        zip::TorchZipWriter writer(seq);
+        container::zip::TorchZipWriter writer(seq);
         auto source = test::bytes_source(file_a);
         test::ZipArchiveInfo info = test::inspect_zip(source, file_a.size());
         for (const auto& record : info.records) {
@@ -230,14 +236,15 @@ TEST(TorchBinLayout, DeterministicAndSameBytesAsTheSequentialWriter) {
 }
 
 TEST(TorchBinLayout, AliasesShareTheOwnersStorage) {
-    TensorPlan plan = test::sample_plan();
+    plan::TensorPlan plan = test::sample_plan();
     const std::uint32_t tied = 10;  // "tied.weight", alias of 0 ("a.weight")
 
     // Owner first: the alias adds no record and points at storage "0".
-    OutputFileLayout layout = layout_torch_bin_file("m.bin", plan, all_indices(plan));
+    output::OutputFileLayout layout =
+        output::layout_torch_bin_file("m.bin", plan, all_indices(plan));
     EXPECT_EQ(layout.slots.size(), 10u);
     std::vector<std::byte> file = realize_sample(plan, layout);
-    const ZipEntry& pkl = layout.zip_entries[0];
+    const output::ZipEntry& pkl = layout.zip_entries[0];
     auto tensors = pickled_tensors(std::span(file).subspan(pkl.data_offset, pkl.size));
     EXPECT_EQ(tensors["tied.weight"].key, "0");
     EXPECT_EQ(tensors["tied.weight"].repr, tensors["a.weight"].repr);
@@ -246,12 +253,12 @@ TEST(TorchBinLayout, AliasesShareTheOwnersStorage) {
 
     // Alias first: the storage is numbered at the alias, filled from the owner.
     std::vector<std::uint32_t> alias_first = {tied, 1, 0};
-    OutputFileLayout reordered = layout_torch_bin_file("m.bin", plan, alias_first);
+    output::OutputFileLayout reordered = output::layout_torch_bin_file("m.bin", plan, alias_first);
     ASSERT_EQ(reordered.slots.size(), 2u);
     EXPECT_EQ(reordered.slots[0].tensor, 0u);
     EXPECT_EQ(reordered.slots[1].tensor, 1u);
     std::vector<std::byte> file2 = realize_sample(plan, reordered);
-    const ZipEntry& pkl2 = reordered.zip_entries[0];
+    const output::ZipEntry& pkl2 = reordered.zip_entries[0];
     auto tensors2 = pickled_tensors(std::span(file2).subspan(pkl2.data_offset, pkl2.size));
     EXPECT_EQ(tensors2["tied.weight"].key, "0");
     EXPECT_EQ(tensors2["a.bias"].key, "1");
@@ -259,7 +266,7 @@ TEST(TorchBinLayout, AliasesShareTheOwnersStorage) {
 
     // Owner in another file: the alias gets its own storage holding the owner's bytes.
     std::vector<std::uint32_t> alone = {tied};
-    OutputFileLayout orphan = layout_torch_bin_file("m.bin", plan, alone);
+    output::OutputFileLayout orphan = output::layout_torch_bin_file("m.bin", plan, alone);
     ASSERT_EQ(orphan.slots.size(), 1u);
     EXPECT_EQ(orphan.slots[0].tensor, 0u);
     EXPECT_EQ(orphan.slots[0].length, 60u);
@@ -269,12 +276,13 @@ TEST(TorchBinLayout, AliasesShareTheOwnersStorage) {
 }
 
 TEST(TorchBinLayout, EmptyAndZeroDimTensors) {
-    TensorPlan plan = test::sample_plan();
-    OutputFileLayout layout = layout_torch_bin_file("m.bin", plan, all_indices(plan));
+    plan::TensorPlan plan = test::sample_plan();
+    output::OutputFileLayout layout =
+        output::layout_torch_bin_file("m.bin", plan, all_indices(plan));
     std::vector<std::byte> file = realize_sample(plan, layout);
     auto source = test::bytes_source(file);
     test::ZipArchiveInfo info = test::inspect_zip(source, file.size());
-    const ZipEntry& pkl = layout.zip_entries[0];
+    const output::ZipEntry& pkl = layout.zip_entries[0];
     auto tensors = pickled_tensors(std::span(file).subspan(pkl.data_offset, pkl.size));
 
     EXPECT_EQ(tensors["step"].repr,
@@ -296,13 +304,13 @@ TEST(TorchBinLayout, EmptyAndZeroDimTensors) {
 
     // No data descriptor region for empty storages in the tail.
     std::vector<std::uint32_t> crcs(layout.slots.size(), 0);
-    std::vector<FixedRegion> tail = torch_bin_tail(layout, crcs);
+    std::vector<output::FixedRegion> tail = output::torch_bin_tail(layout, crcs);
     EXPECT_EQ(tail.size(), 10u - 2u + 1u);  // 8 non-empty storages + the directory
 }
 
 TEST(TorchBinLayout, EmptyFileAndManyTensors) {
-    TensorPlan plan;
-    OutputFileLayout none = layout_torch_bin_file("e.bin", plan, {});
+    plan::TensorPlan plan;
+    output::OutputFileLayout none = output::layout_torch_bin_file("e.bin", plan, {});
     std::vector<std::byte> file = test::realize_torch_layout_in_memory(none, nullptr);
     test::ZipArchiveInfo info = test::inspect_zip(test::bytes_source(file), file.size());
     EXPECT_EQ(info.records.size(), 3u);
@@ -311,15 +319,16 @@ TEST(TorchBinLayout, EmptyFileAndManyTensors) {
               "{}");
 
     for (int i = 0; i < 2500; ++i) {
-        PlannedTensor t;
+        plan::PlannedTensor t;
         t.name = "layers." + std::to_string(i) + ".weight";
         t.shape = {static_cast<std::uint64_t>(i % 3)};
         plan.tensors.push_back(t);
     }
-    OutputFileLayout many = layout_torch_bin_file("many.bin", plan, all_indices(plan));
+    output::OutputFileLayout many =
+        output::layout_torch_bin_file("many.bin", plan, all_indices(plan));
     EXPECT_EQ(many.slots.size(), 2500u);
     std::vector<std::byte> big = test::realize_torch_layout_in_memory(
-        many, [&](const TensorSlot& slot) { return std::vector<std::byte>(slot.length); });
+        many, [&](const output::TensorSlot& slot) { return std::vector<std::byte>(slot.length); });
     test::ZipArchiveInfo big_info = test::inspect_zip(test::bytes_source(big), big.size());
     test::check_crcs(test::bytes_source(big), big_info);
     EXPECT_EQ(big_info.records.size(), 2503u);
@@ -334,9 +343,9 @@ TEST(TorchBinLayout, EmptyFileAndManyTensors) {
 // A 5 GiB bf16 tensor: checked by arithmetic and by parsing the header regions only; no byte of
 // tensor data is allocated.
 TEST(TorchBinLayout, Zip64ForHugeTensors) {
-    TensorPlan plan;
+    plan::TensorPlan plan;
     auto add = [&](std::string name, std::vector<std::uint64_t> shape, DType dtype) {
-        PlannedTensor t;
+        plan::PlannedTensor t;
         t.name = std::move(name);
         t.shape = std::move(shape);
         t.output_dtype = dtype;
@@ -346,36 +355,38 @@ TEST(TorchBinLayout, Zip64ForHugeTensors) {
     add("small", {4}, DType::kF32);
     add("huge", {huge_numel}, DType::kBF16);
     add("after", {2, 2}, DType::kF32);
-    OutputFileLayout layout = layout_torch_bin_file("big.bin", plan, all_indices(plan));
+    output::OutputFileLayout layout =
+        output::layout_torch_bin_file("big.bin", plan, all_indices(plan));
     ASSERT_EQ(layout.zip_entries.size(), 6u);
-    const ZipEntry& huge = layout.zip_entries[3];
-    const ZipEntry& after = layout.zip_entries[4];
-    const ZipEntry& version = layout.zip_entries[5];
+    const output::ZipEntry& huge = layout.zip_entries[3];
+    const output::ZipEntry& after = layout.zip_entries[4];
+    const output::ZipEntry& version = layout.zip_entries[5];
     EXPECT_EQ(huge.name, "big/data/1");
     EXPECT_EQ(huge.size, std::uint64_t{5} << 30);
-    EXPECT_LT(huge.local_header_offset, zip::kZip64Limit);
-    EXPECT_GE(after.local_header_offset, zip::kZip64Limit);
-    EXPECT_GE(version.local_header_offset, zip::kZip64Limit);
-    for (const ZipEntry& e : layout.zip_entries)
+    EXPECT_LT(huge.local_header_offset, container::zip::kZip64Limit);
+    EXPECT_GE(after.local_header_offset, container::zip::kZip64Limit);
+    EXPECT_GE(version.local_header_offset, container::zip::kZip64Limit);
+    for (const output::ZipEntry& e : layout.zip_entries)
         EXPECT_EQ(e.data_offset % 64, 0u);
 
     // huge: zip64 sizes in the local header, 24-byte descriptor; after: zip64 offset.
-    zip::RecordPlacement p_huge = zip::place_record(huge.local_header_offset, huge.name, huge.size);
+    container::zip::RecordPlacement p_huge =
+        container::zip::place_record(huge.local_header_offset, huge.name, huge.size);
     EXPECT_TRUE(p_huge.zip64_size());
     EXPECT_FALSE(p_huge.zip64_offset());
     EXPECT_EQ(p_huge.descriptor_size(), 24u);
     EXPECT_EQ(after.local_header_offset, p_huge.end_offset());
-    zip::RecordPlacement p_after =
-        zip::place_record(after.local_header_offset, after.name, after.size);
+    container::zip::RecordPlacement p_after =
+        container::zip::place_record(after.local_header_offset, after.name, after.size);
     EXPECT_TRUE(p_after.zip64_offset());
     EXPECT_FALSE(p_after.zip64_size());
     EXPECT_EQ(p_after.descriptor_size(), 24u);
 
     // Parse the archive from its fixed and tail regions; slot bytes read as zeros.
     std::vector<std::uint32_t> crcs = {0x11111111, 0x22222222, 0x33333333};
-    std::vector<FixedRegion> tail = torch_bin_tail(layout, crcs);
+    std::vector<output::FixedRegion> tail = output::torch_bin_tail(layout, crcs);
     expect_tiling(layout, tail);
-    std::vector<const FixedRegion*> regions;
+    std::vector<const output::FixedRegion*> regions;
     for (const auto& r : layout.fixed)
         regions.push_back(&r);
     for (const auto& r : tail)
@@ -383,7 +394,7 @@ TEST(TorchBinLayout, Zip64ForHugeTensors) {
     test::ByteSource sparse = [&](std::uint64_t offset, std::size_t size) {
         std::vector<std::byte> out(size);
         std::uint64_t covered = 0;
-        for (const FixedRegion* r : regions) {
+        for (const output::FixedRegion* r : regions) {
             std::uint64_t begin = std::max(offset, r->offset);
             std::uint64_t end = std::min(offset + size, r->offset + r->bytes.size());
             for (std::uint64_t at = begin; at < end; ++at) {
@@ -391,7 +402,7 @@ TEST(TorchBinLayout, Zip64ForHugeTensors) {
                 ++covered;
             }
         }
-        for (const TensorSlot& s : layout.slots) {
+        for (const output::TensorSlot& s : layout.slots) {
             std::uint64_t begin = std::max(offset, s.offset);
             std::uint64_t end = std::min(offset + size, s.offset + s.length);
             if (end > begin)
@@ -409,7 +420,7 @@ TEST(TorchBinLayout, Zip64ForHugeTensors) {
     EXPECT_TRUE(info.records[4].central_zip64);
     EXPECT_EQ(info.records[4].crc, 0x33333333u);
     EXPECT_FALSE(info.records[2].central_zip64);
-    EXPECT_GT(info.cd_offset, zip::kZip64Limit);  // classic end record holds 0xFFFFFFFF
+    EXPECT_GT(info.cd_offset, container::zip::kZip64Limit);  // classic end record holds 0xFFFFFFFF
 
     // The pickle names the 2.68e9-element storage with LONG1.
     std::vector<std::byte> pkl =
@@ -422,10 +433,10 @@ TEST(TorchBinLayout, Zip64ForHugeTensors) {
 }
 
 TEST(TorchBinLayout, RejectsBadInput) {
-    TensorPlan plan = test::sample_plan();
+    plan::TensorPlan plan = test::sample_plan();
     auto kind_of = [&](std::vector<std::uint32_t> indices) {
         try {
-            layout_torch_bin_file("m.bin", plan, indices);
+            output::layout_torch_bin_file("m.bin", plan, indices);
         } catch (const Error& error) {
             return error.kind();
         }
@@ -441,10 +452,10 @@ TEST(TorchBinLayout, RejectsBadInput) {
     plan.tensors[10].alias_of = 10;  // cyclic
     EXPECT_EQ(kind_of({10}), ErrorKind::kInternal);
 
-    TensorPlan ok = test::sample_plan();
-    OutputFileLayout layout = layout_torch_bin_file("m.bin", ok, all_indices(ok));
+    plan::TensorPlan ok = test::sample_plan();
+    output::OutputFileLayout layout = output::layout_torch_bin_file("m.bin", ok, all_indices(ok));
     std::vector<std::uint32_t> too_few(3);
-    EXPECT_THROW(torch_bin_tail(layout, too_few), Error);
+    EXPECT_THROW(output::torch_bin_tail(layout, too_few), Error);
 }
 
 }  // namespace

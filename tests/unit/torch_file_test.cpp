@@ -46,9 +46,9 @@ TEST(TorchFile, EveryTensorOfEveryFixtureLocates) {
     std::size_t count = 0;
     for (const auto& path : testing::find_files(testing::fixture_root(), ".pt")) {
         SCOPED_TRACE(path);
-        TorchFile file = TorchFile::open(path);
+        container::TorchFile file = container::TorchFile::open(path);
         for_each_tensor(file.root(), [&](const Tensor& tensor) {
-            TensorBytes bytes = file.locate(tensor, "tensor");
+            container::TensorBytes bytes = file.locate(tensor, "tensor");
             EXPECT_LE(bytes.offset + bytes.length, file.archive().file_size());
             ++count;
         });
@@ -62,16 +62,16 @@ void check_world_size_one(const std::string& fixture, const std::string& groups_
                           const std::string& optim_name, const std::string& model_name) {
     auto expected =
         testing::read_expected_state_dict(testing::fixture_path(fixture + "/expected.pt"));
-    TorchFile model =
-        TorchFile::open(testing::fixture_path(fixture + "/global_step2/" + model_name));
-    TorchFile optim =
-        TorchFile::open(testing::fixture_path(fixture + "/global_step2/" + optim_name));
+    container::TorchFile model =
+        container::TorchFile::open(testing::fixture_path(fixture + "/global_step2/" + model_name));
+    container::TorchFile optim =
+        container::TorchFile::open(testing::fixture_path(fixture + "/global_step2/" + optim_name));
     const auto& groups =
         at(at(optim.root(), "optimizer_state_dict"), groups_key).get<List>()->items;
     const auto& shapes = at(model.root(), "param_shapes").get<List>()->items;
     ASSERT_EQ(groups.size(), shapes.size());
     for (std::size_t g = 0; g < groups.size(); ++g) {
-        TensorBytes flat = optim.locate(*groups[g].get<Tensor>(), groups_key);
+        container::TensorBytes flat = optim.locate(*groups[g].get<Tensor>(), groups_key);
         EXPECT_EQ(flat.dtype, DType::kF32);
         std::uint64_t offset = flat.offset;
         for (const auto& [name, shape] : shapes[g].get<Dict>()->items) {
@@ -101,13 +101,13 @@ TEST(TorchFile, BuffersAndFrozenFragmentsEqualExpected) {
     {
         auto expected = testing::read_expected_state_dict(
             testing::fixture_path("z2_ws2_frozen_bf16/expected.pt"));
-        TorchFile model = TorchFile::open(
+        container::TorchFile model = container::TorchFile::open(
             testing::fixture_path("z2_ws2_frozen_bf16/global_step2/mp_rank_00_model_states.pt"));
         const auto* fragments = at(model.root(), "frozen_param_fragments").get<Dict>();
         ASSERT_NE(fragments, nullptr);
         ASSERT_EQ(fragments->items.size(), 2u);
         for (const auto& [name, value] : fragments->items) {
-            TensorBytes bytes = model.locate(*value.get<Tensor>(), "fragment");
+            container::TensorBytes bytes = model.locate(*value.get<Tensor>(), "fragment");
             EXPECT_EQ(bytes.dtype, DType::kBF16);
             const auto* truth = testing::find_tensor(expected, std::string(*name.string()));
             ASSERT_NE(truth, nullptr);
@@ -121,7 +121,7 @@ TEST(TorchFile, BuffersAndFrozenFragmentsEqualExpected) {
     {
         auto expected = testing::read_expected_state_dict(
             testing::fixture_path("z3_ws2_tied_fp32/expected.pt"));
-        TorchFile model = TorchFile::open(testing::fixture_path(
+        container::TorchFile model = container::TorchFile::open(testing::fixture_path(
             "z3_ws2_tied_fp32/global_step2/zero_pp_rank_0_mp_rank_00_model_states.pt"));
         const auto* names = at(model.root(), "buffer_names").get<List>();
         ASSERT_NE(names, nullptr);
@@ -129,7 +129,7 @@ TEST(TorchFile, BuffersAndFrozenFragmentsEqualExpected) {
         const auto& module = at(model.root(), "module");
         for (const auto& name : names->items) {
             const auto& tensor = *at(module, std::string(*name.string())).get<Tensor>();
-            TensorBytes bytes = model.locate(tensor, "buffer");
+            container::TensorBytes bytes = model.locate(tensor, "buffer");
             const auto* truth = testing::find_tensor(expected, std::string(*name.string()));
             ASSERT_NE(truth, nullptr);
             EXPECT_EQ(bytes.dtype, truth->dtype);
@@ -141,7 +141,7 @@ TEST(TorchFile, BuffersAndFrozenFragmentsEqualExpected) {
 
 TEST(TorchFile, Stage12PartitionsAreViewsSizedByTheTensorNotTheRecord) {
     // Rank 1 of a W=2 stage-2 run saves partition[:P - pad]: its storage can be longer.
-    TorchFile optim = TorchFile::open(testing::fixture_path(
+    container::TorchFile optim = container::TorchFile::open(testing::fixture_path(
         "z2_ws2_fp32/global_step2/zero_pp_rank_1_mp_rank_00_optim_states.pt"));
     const auto& groups =
         at(at(optim.root(), "optimizer_state_dict"), "single_partition_of_fp32_groups")
@@ -149,13 +149,13 @@ TEST(TorchFile, Stage12PartitionsAreViewsSizedByTheTensorNotTheRecord) {
             ->items;
     ASSERT_EQ(groups.size(), 1u);
     const Tensor& tensor = *groups[0].get<Tensor>();
-    TensorBytes bytes = optim.locate(tensor, "partition");
+    container::TensorBytes bytes = optim.locate(tensor, "partition");
     EXPECT_EQ(bytes.length, bytes.numel * 4);
     EXPECT_LE(tensor.shape[0], tensor.storage->numel);
 }
 
 TEST(TorchFile, LocateChecksTheViewAgainstItsRecord) {
-    TorchFile optim = TorchFile::open(testing::fixture_path(
+    container::TorchFile optim = container::TorchFile::open(testing::fixture_path(
         "z2_ws2_fp32/global_step2/zero_pp_rank_0_mp_rank_00_optim_states.pt"));
     const auto& groups =
         at(at(optim.root(), "optimizer_state_dict"), "single_partition_of_fp32_groups")

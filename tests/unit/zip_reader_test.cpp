@@ -26,14 +26,14 @@ std::vector<ZipBuilderEntry> sample_entries(const std::string& prefix = "archive
 
 struct Opened {
     io::File file;
-    TorchArchive archive;
+    container::TorchArchive archive;
 };
 
 Opened open_bytes(const TempDir& dir, const std::vector<std::byte>& bytes,
                   const std::string& name = "a.pt") {
     testing::write_file_bytes(dir.file(name), bytes);
     io::File file = io::File::open_read(dir.file(name));
-    TorchArchive archive = TorchArchive::open(file);
+    container::TorchArchive archive = container::TorchArchive::open(file);
     return {std::move(file), std::move(archive)};
 }
 
@@ -54,11 +54,11 @@ TEST(ZipReader, ReadsEveryBundledTorchFile) {
     for (const auto& path : files) {
         SCOPED_TRACE(path);
         io::File file = io::File::open_read(path);
-        TorchArchive archive = TorchArchive::open(file);
+        container::TorchArchive archive = container::TorchArchive::open(file);
         EXPECT_FALSE(archive.prefix().empty());
-        const ZipRecord& pickle = archive.require("data.pkl");
+        const container::ZipRecord& pickle = archive.require("data.pkl");
         EXPECT_GT(pickle.size, 0u);
-        for (const ZipRecord& record : archive.records()) {
+        for (const container::ZipRecord& record : archive.records()) {
             // torch pads every record's data to a 64-byte file offset.
             EXPECT_EQ(archive.data_offset(file, record) % 64, 0u) << record.name;
         }
@@ -68,7 +68,7 @@ TEST(ZipReader, ReadsEveryBundledTorchFile) {
 TEST(ZipReader, PrefixIsTheFileStemForTorchSave) {
     io::File file = io::File::open_read(
         testing::fixture_path("z2_ws2_fp32/global_step2/mp_rank_00_model_states.pt"));
-    TorchArchive archive = TorchArchive::open(file);
+    container::TorchArchive archive = container::TorchArchive::open(file);
     EXPECT_EQ(archive.prefix(), "mp_rank_00_model_states");
     EXPECT_NE(archive.find("version"), nullptr);
     EXPECT_EQ(archive.find("nonexistent"), nullptr);
@@ -77,11 +77,11 @@ TEST(ZipReader, PrefixIsTheFileStemForTorchSave) {
 TEST(ZipReader, Torch2RecordsAreIgnoredAndSizesComeFromTheDirectory) {
     io::File file = io::File::open_read(testing::fixture_path(
         "z3_ws2_fp32_torch2/global_step2/zero_pp_rank_0_mp_rank_00_optim_states.pt"));
-    TorchArchive archive = TorchArchive::open(file);
+    container::TorchArchive archive = container::TorchArchive::open(file);
     EXPECT_NE(archive.find(".format_version"), nullptr);
     EXPECT_NE(archive.find(".storage_alignment"), nullptr);
     EXPECT_NE(archive.find(".data/serialization_id"), nullptr);
-    const ZipRecord& storage = archive.require("data/3");
+    const container::ZipRecord& storage = archive.require("data/3");
     EXPECT_EQ(storage.size, 7296u);
     EXPECT_EQ(storage.flags, 0x0808);
 }
@@ -102,7 +102,7 @@ TEST(ZipReader, Zip64ExtraFieldsReplaceSaturatedValues) {
     ZipBuilderOptions options;
     options.zip64_extra_fields = true;
     auto opened = open_bytes(dir, build_zip(sample_entries(), options));
-    const ZipRecord& record = opened.archive.require("data/0");
+    const container::ZipRecord& record = opened.archive.require("data/0");
     EXPECT_EQ(record.size, 40u);
     EXPECT_EQ(record.compressed_size, 40u);
     std::uint64_t offset = opened.archive.data_offset(opened.file, record);
@@ -117,7 +117,7 @@ TEST(ZipReader, DataOffsetComesFromTheLocalHeader) {
     entries[2].align64 = false;
     entries[2].local_extra_padding = 13;  // local extra differs from the central one (empty)
     auto opened = open_bytes(dir, build_zip(entries));
-    const ZipRecord& record = opened.archive.require("data/0");
+    const container::ZipRecord& record = opened.archive.require("data/0");
     std::uint64_t offset = opened.archive.data_offset(opened.file, record);
     EXPECT_EQ(offset, record.local_header_offset + 30 + std::string("archive/data/0").size() + 13);
     std::vector<std::byte> data(40);
@@ -226,7 +226,7 @@ TEST(ZipReader, SniffRecognisesTar) {
     std::vector<std::byte> tar(512, std::byte{0});
     for (std::size_t i = 0; i < 5; ++i)
         tar[257 + i] = static_cast<std::byte>("ustar"[i]);
-    EXPECT_EQ(sniff_torch_file(tar), TorchFileKind::kLegacyTar);
+    EXPECT_EQ(container::sniff_torch_file(tar), container::TorchFileKind::kLegacyTar);
 }
 
 TEST(ZipReader, EveryTruncationIsACleanError) {
@@ -240,7 +240,7 @@ TEST(ZipReader, EveryTruncationIsACleanError) {
         testing::write_file_bytes(path, part);
         try {
             io::File file = io::File::open_read(path);
-            TorchArchive archive = TorchArchive::open(file);
+            container::TorchArchive archive = container::TorchArchive::open(file);
             // If the directory survived, reading data.pkl must still be checked.
             archive.read_record(file, archive.require("data.pkl"), 1 << 20);
             for (const auto& record : archive.records())
@@ -264,7 +264,7 @@ TEST(ZipReader, CorruptDirectoryFieldsAreCleanErrors) {
         testing::write_file_bytes(dir.file("flip.pt"), bytes);
         try {
             io::File file = io::File::open_read(dir.file("flip.pt"));
-            TorchArchive archive = TorchArchive::open(file);
+            container::TorchArchive archive = container::TorchArchive::open(file);
             for (const auto& record : archive.records()) {
                 if (record.size < (1u << 20))
                     archive.read_record(file, record, 1u << 20);

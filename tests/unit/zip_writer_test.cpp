@@ -14,7 +14,7 @@
 #include "support/zip_inspect.hpp"
 #include "zero2fp32/error.hpp"
 
-namespace z2f::zip {
+namespace z2f::container::zip {
 namespace {
 
 namespace fs = std::filesystem;
@@ -301,4 +301,4 @@ TEST(TorchZipWriter, KeepsAnExplicitVersionRecord) {
 }
 
 }  // namespace
-}  // namespace z2f::zip
+}  // namespace z2f::container::zip
