@@ -1,4 +1,4 @@
-// Finding the files of a DeepSpeed checkpoint (deepspeed-format.md §1).
+// Finding the files of a DeepSpeed checkpoint (docs/deepspeed-format.md §1).
 //
 //   CKPT_DIR/latest                       the tag as text (stripped of whitespace)
 //   CKPT_DIR/<tag>/                        the tag folder:

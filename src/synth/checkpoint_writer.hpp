@@ -1,5 +1,5 @@
 // Writing a synthetic checkpoint to disk, one file at a time, in DeepSpeed's layout
-// (deepspeed-format.md §1):
+// (docs/deepspeed-format.md §1):
 //
 //   OUT/latest                                              the tag, no newline
 //   OUT/<tag>/[bf16_]zero_pp_rank_R_mp_rank_00_optim_states.pt   R = 0..W-1
