@@ -15,7 +15,7 @@
 # script (its own examples are not citations).
 set -uo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
-cd "$root"
+cd "$root" || exit 1
 self=tests/e2e/doc_citations_test.sh
 export LC_ALL=C
 
