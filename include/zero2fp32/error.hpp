@@ -12,7 +12,7 @@
 
 namespace z2f {
 
-// Process exit codes. Documented in README "Exit codes"; scripts rely on them.
+// Process exit codes. Documented in README.md, "Exit codes"; scripts rely on them.
 enum class ExitCode : int {
     kOk = 0,
     kConversionError =

@@ -1,5 +1,5 @@
 // Everything a conversion can be asked to do: the command line of zero2fp32-mpi, as a struct.
-// Names follow the command-line options (see `zero2fp32-mpi --help` and README "Options").
+// Names follow the command-line options (see `zero2fp32-mpi --help` and README.md, "Options").
 #pragma once
 
 #include <cstdint>

@@ -3,8 +3,8 @@
 // Input files are numbered: model files first (rank order), then optimizer files (rank order).
 // The first model file is read in full; other (stage-3) model files only for their frozen
 // fragments. `read_file_meta` interprets one input; `assemble_checkpoint_meta` combines all of
-// them and applies every whole-checkpoint check of deepspeed-format.md §1.3, §10 and §11 that
-// needs no tensor layout: world size against file counts, one layout and stage everywhere,
+// them and applies every whole-checkpoint check of docs/deepspeed-format.md §1.3, §9.2 and §10
+// that needs no tensor layout: world size against file counts, one layout and stage everywhere,
 // refusals of tensor/pipeline parallel, MoE, AutoEP, a missing param_shapes.
 #pragma once
 

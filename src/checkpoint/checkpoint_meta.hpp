@@ -41,7 +41,7 @@ struct NamedTensor {
     friend bool operator==(const NamedTensor&, const NamedTensor&) = default;
 };
 
-// From a model-states file (deepspeed-format.md §3).
+// From a model-states file (docs/deepspeed-format.md §3).
 struct ModelStatesInfo {
     std::string ds_version;
     bool module_is_none = false;  // PipelineEngine writes module=None
@@ -72,7 +72,7 @@ enum class MasterLayout : std::uint8_t {
     kPerParam,      // stage 3: fp32_flat_groups, each param padded to ceil(n/W) per rank
 };
 
-// From an optimizer-states file (deepspeed-format.md §4).
+// From an optimizer-states file (docs/deepspeed-format.md §4).
 struct OptimStatesInfo {
     std::string ds_version;
     MasterLayout layout = MasterLayout::kFlatGroups;

@@ -1,4 +1,4 @@
-// Finding the files of a DeepSpeed checkpoint (deepspeed-format.md §1).
+// Finding the files of a DeepSpeed checkpoint (docs/deepspeed-format.md §1).
 //
 //   CKPT_DIR/latest                       the tag as text (stripped of whitespace)
 //   CKPT_DIR/<tag>/                        the tag folder:
@@ -9,7 +9,8 @@
 // R is never padded, MM has at least two digits. CKPT_DIR may also be the tag folder itself.
 // Names are parsed exactly; files of unsupported layouts (pipeline `layer_*`, MoE expert
 // files) are refused here, with what to do instead. Whether the rank grid matches the world
-// size recorded inside the files is checked once their contents are known (checkpoint_meta).
+// size recorded inside the files is checked once their contents are known
+// (assemble_checkpoint_meta).
 #pragma once
 
 #include <cstdint>

@@ -1,5 +1,5 @@
-// Interpretation of DeepSpeed's pickles (deepspeed-format.md §3, §4) into ModelStatesInfo and
-// OptimStatesInfo. Decisions are made by key presence and type, never by ds_version or by the
+// Interpretation of DeepSpeed's pickles (docs/deepspeed-format.md §3, §4) into ModelStatesInfo
+// and OptimStatesInfo. Decisions are made by key presence and type, never by ds_version or by the
 // stage written in ds_config:
 //   fp32_flat_groups                              -> stage 3 layout (per-param padding)
 //   single_partition_of_fp32_groups + zero_stage  -> stage 1/2 layout (padding stripped)

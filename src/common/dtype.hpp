@@ -1,7 +1,7 @@
 // Element types of tensors, and their names in each format we read or write.
 //
-// One enum for the whole program. The safetensors sort order (output-formats.md §1b) is the
-// declaration order of the Rust `Dtype` enum, which is NOT this enum's order: use
+// One enum for the whole program. The safetensors sort order (docs/output-formats.md §3.4) is
+// the declaration order of the Rust `Dtype` enum, which is NOT this enum's order: use
 // `safetensors_order()` for sorting, never the numeric value of `DType`.
 #pragma once
 

@@ -2,15 +2,19 @@
 // interrupted run, and nothing else.
 //
 // Written by rank 0 before any output file (atomically), removed after the index on success.
-// It records what the run is (checkpoint folder, tag, every input file's size and mtime, and a
-// digest of the options that shape the output bytes) and, per planned output file, its size and
-// the CRC-32 of its header (the layout's first fixed region). On `--resume`, an existing output
-// file is skipped only if the manifest describes the same run and the file has the planned name,
-// size and header bytes. Output files get their final name only after being fsynced, so a
-// final-named file of the same run is complete.
+// It records what the run is, as a canonical text built by the driver (the tag folder, every
+// input file's path and size, and the options that shape the output bytes), and, per planned
+// output file, its size and the length and CRC-32 of its header (the layout's first fixed
+// region). Input modification times are not recorded: a checkpoint rewritten in place with
+// files of identical sizes is not detected. On `--resume`, an existing output file is skipped
+// only if the manifest describes the same run and the file has the planned name, size and header
+// bytes. Output files get their final name only after being fsynced, so a final-named file of
+// the same run is complete.
 //
-// Format: JSON, {"tool": "zero2fp32-mpi", "version": ..., "run": {...identity...},
-//               "files": [{"name": ..., "size": ..., "header_crc32": ...}, ...]}
+// Format: JSON, {"tool": "zero2fp32-mpi", "version": ..., "run": "<identity text>",
+//               "files": [{"name": ..., "size": ..., "header_length": ...,
+//                          "header_crc32": ...}, ...]}
+// A manifest of another tool or another version of this one is ignored.
 #pragma once
 
 #include <cstdint>

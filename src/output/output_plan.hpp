@@ -1,12 +1,14 @@
 // From the selected tensors to the set of output files, following the Hugging Face rules
-// (output-formats.md §1c): the shard split, the file names, the index, and the per-format
+// (docs/output-formats.md §4): the shard split, the file names, the index, and the per-format
 // treatment of tied weights:
 //   safetensors  an alias is written nowhere and is not in weight_map; `alias -> owner` goes
 //                into every shard's __metadata__ (as huggingface_hub does)
 //   torch .bin   an alias shares its owner's storage in the pickle, in the owner's shard
 //   HDF5         an alias is a hard link to its owner's dataset, in the owner's file
-// `layout_output_file` then computes one file's byte layout (output_layout.hpp) on demand: the
-// ranks writing a file compute its layout, nobody else needs it.
+// `layout_output_file` then computes one file's byte layout (output_layout.hpp). Every rank lays
+// out every file in the plan phase: ownership balances ranks by the layouts' slot sizes, rank 0
+// needs every file's size and header for the output-directory checks and the run manifest, and
+// --verify and the final size checks compare against them.
 #pragma once
 
 #include <cstdint>

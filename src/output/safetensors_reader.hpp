@@ -1,4 +1,7 @@
-// A strict reader of safetensors headers, for --verify, --resume and the fuzzers.
+// A strict reader of safetensors headers, for zero2fp32-inspect, the tests (which read outputs
+// back through it) and a fuzz target. The conversion itself never parses headers back: --verify
+// compares every output byte with the bytes the plan's layout gives, and --resume compares a
+// file's size and the CRC-32 of its header with the plan and the run manifest.
 //
 // File bytes (see safetensors_layout.hpp for the writer side):
 //   [0, 8)      N, u64 little-endian

@@ -1,5 +1,5 @@
 // The --max_shard_size option: huggingface_hub's `parse_size_to_int` rules, so that a value
-// given to zero_to_fp32.py means the same bytes here (output-formats.md §1c).
+// given to zero_to_fp32.py means the same bytes here (docs/output-formats.md §4.4).
 //
 // Grammar, after stripping surrounding whitespace:
 // - "none" (any case): no sharding, one output file          -> std::nullopt

@@ -1,7 +1,7 @@
 // The Hugging Face shard split: which output file every tensor goes to, and the file names.
 // A faithful copy of huggingface_hub's `split_state_dict_into_shards_factory`
-// (output-formats.md §1c), which DeepSpeed's zero_to_fp32.py and transformers use, so that the
-// `weight_map` of our index equals theirs for the same state dict and limit.
+// (docs/output-formats.md §4.1), which DeepSpeed's zero_to_fp32.py and transformers use, so
+// that the `weight_map` of our index equals theirs for the same state dict and limit.
 //
 // The walk, over the tensors in state-dict order:
 // 1. A tensor that shares its storage with an earlier one (an alias, `storage_of` >= 0) is set

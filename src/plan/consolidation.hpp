@@ -1,5 +1,5 @@
 // The consolidation plan: which tensors zero_to_fp32 would produce, in which order, from which
-// bytes, and in which output dtype (deepspeed-format.md §6). Pure: no I/O, no MPI.
+// bytes, and in which output dtype (docs/deepspeed-format.md §6). Pure: no I/O, no MPI.
 //
 // Order (§6.5): persistent buffers (module order), frozen parameters (frozen_param_shapes order,
 // or module order for stage-1 frozen parameters), trainable parameters (param_shapes order,

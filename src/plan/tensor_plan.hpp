@@ -24,7 +24,7 @@ struct SourceExtent {
     friend bool operator==(const SourceExtent&, const SourceExtent&) = default;
 };
 
-// Where a tensor sits in zero_to_fp32's state dict (deepspeed-format.md §6.5).
+// Where a tensor sits in zero_to_fp32's state dict (docs/deepspeed-format.md §6.5).
 enum class TensorRole : std::uint8_t {
     kBuffer,     // persistent module buffer, from the model-states file
     kFrozen,     // requires_grad=False parameter (no fp32 master exists)

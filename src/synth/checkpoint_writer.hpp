@@ -1,5 +1,5 @@
 // Writing a synthetic checkpoint to disk, one file at a time, in DeepSpeed's layout
-// (deepspeed-format.md §1):
+// (docs/deepspeed-format.md §1):
 //
 //   OUT/latest                                              the tag, no newline
 //   OUT/<tag>/[bf16_]zero_pp_rank_R_mp_rank_00_optim_states.pt   R = 0..W-1
@@ -9,8 +9,8 @@
 // Each .pt is a torch zip archive (archive folder = the file's stem) holding data.pkl, then
 // data/<key> records in torch's order, then version; torch 2.x style adds .format_version,
 // .storage_alignment and byteorder after data.pkl and .data/serialization_id at the end.
-// Record data starts on 64-byte boundaries (zip/zip_writer.hpp). Every byte is a pure function
-// of the options, so any split of the files over processes writes the same checkpoint.
+// Record data starts on 64-byte boundaries (container/zip_writer.hpp). Every byte is a pure
+// function of the options, so any split of the files over processes writes the same checkpoint.
 #pragma once
 
 #include <cstdint>

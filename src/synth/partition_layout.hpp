@@ -1,5 +1,5 @@
-// How DeepSpeed cuts the trainable parameters into per-rank partitions (deepspeed-format.md
-// §5), computed forward, as the engine does when it saves. W = world size.
+// How DeepSpeed cuts the trainable parameters into per-rank partitions, computed forward as the
+// engine does when it saves (docs/deepspeed-format.md §5). W = world size.
 //
 // Stage 1/2 (one flat group per optimizer param group g; no round-robin, the default):
 //   A_g       = sum of numel over the group's trainable params, in group order, unpadded

@@ -1,5 +1,5 @@
 // The pickled objects of a synthetic checkpoint's files, shaped key for key like DeepSpeed's
-// (deepspeed-format.md §3, §4; compare with zero2fp32-inspect on tests/data/deepspeed):
+// (docs/deepspeed-format.md §3, §4; compare with zero2fp32-inspect on tests/data/deepspeed):
 //
 // model states (engine._save_checkpoint), one plain dict, keys in this order:
 //   module               OrderedDict name -> tensor, with a BUILD of {'_metadata': ...}

@@ -1,8 +1,8 @@
 // Shared by the libFuzzer harnesses (tests/fuzz/fuzz_*.cpp) and by their replay in the ordinary
 // test suite (replay_main.cpp), so that both judge an input by exactly the same rules.
 //
-// The contract under test (docs/design.md, "Reliability and safety"): hostile input may only
-// end in a z2f::Error of a user-facing kind. Everything else is a finding, and the harness
+// The contract under test (docs/architecture.md, "Reading untrusted files"): hostile input may
+// only end in a z2f::Error of a user-facing kind. Everything else is a finding, and the harness
 // aborts with a message so that libFuzzer, or CTest, keeps the input:
 //   - any exception that is not a z2f::Error, and any z2f::Error of kind kInternal (that kind
 //     means a broken invariant, i.e. a bug, not a bad file);

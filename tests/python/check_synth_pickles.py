@@ -10,7 +10,7 @@ frozen, buffers) the script runs SYNTH_EXE into WORK_DIR and checks:
   - every data.pkl loads with pickle.Unpickler + persistent_load, as torch.load does (GLOBALs
     mapped to stand-ins; nothing is executed), and every tensor view lies inside its storage
     record, whose size is numel x itemsize;
-  - the fp32 masters gathered per deepspeed-format.md §6.2 / §6.3 equal the value function of
+  - the fp32 masters gathered per docs/deepspeed-format.md §6.2 / §6.3 equal the value function of
     docs/synth.md, re-implemented here, for every element of every trainable parameter.
 Standard library only: runs wherever python3 does.
 """
@@ -160,7 +160,7 @@ def load(path):
         return Loader(archive, prefix).load()
 
 
-# --- consolidation (deepspeed-format.md §6) -------------------------------------------------
+# --- consolidation (docs/deepspeed-format.md §6) --------------------------------------------
 def consolidate(tag_dir, world):
     names = sorted(os.listdir(tag_dir))
     optim = [n for n in names if n.endswith("_optim_states.pt")]

@@ -1,5 +1,5 @@
 // Helpers shared by the tests: temporary directories, whole-file reads and writes, and access to
-// the bundled fixtures (tests/data/deepspeed, see PROVENANCE.md there).
+// the bundled fixtures (tests/data/deepspeed, see tests/data/deepspeed/PROVENANCE.md).
 #pragma once
 
 #include <cstddef>

@@ -1,7 +1,7 @@
-// The layout formulas of the consolidation plan, on hand-built checkpoints (deepspeed-format.md
-// §5, §6.2, §6.3): every element of every parameter must come from the rank and offset the
-// formulas give, for W = 1..8, parameters smaller than W, empty parameters, several groups and
-// sub-groups, ZeRO-2 alignment padding and BF16_Optimizer padding.
+// The layout formulas of the consolidation plan, on hand-built checkpoints
+// (docs/deepspeed-format.md §5, §6.2, §6.3): every element of every parameter must come from the
+// rank and offset the formulas give, for W = 1..8, parameters smaller than W, empty parameters,
+// several groups and sub-groups, ZeRO-2 alignment padding and BF16_Optimizer padding.
 #include <random>
 #include <tuple>
 

@@ -225,8 +225,9 @@ void check_against_reference(const std::vector<std::string>& state_dict_order,
     EXPECT_EQ(weight_map, ref.weight_map);
 }
 
-// zero_to_fp32's state-dict order for the `mlp` model (FIXTURES.md; deepspeed-format.md §6.5):
-// no buffers, no frozen params, trainable params in param_shapes (module) order.
+// zero_to_fp32's state-dict order for the `mlp` model (tests/data/deepspeed/FIXTURES.md,
+// docs/deepspeed-format.md §6.5): no buffers, no frozen params, trainable params in param_shapes
+// (module) order.
 const std::vector<std::string> kMlpOrder = {"scale",      "temp",     "fc1.weight",  "fc1.bias",
                                             "fc2.weight", "fc2.bias", "norm.weight", "norm.bias"};
 

@@ -1,5 +1,5 @@
 // The synthetic checkpoint generator's pure parts: the value function, the Llama shapes and the
-// partition layouts of deepspeed-format.md §5.
+// partition layouts of docs/deepspeed-format.md §5.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -208,7 +208,7 @@ TEST(SynthModel, ModuleOrderTiesFrozenAndGroups) {
 }
 
 TEST(SynthLayout, Stage2WorkedExampleOfTheFormatNotes) {
-    // deepspeed-format.md §6.2: W=4, A (15 elements) + B (2): aligned 24, P=6, saved 6,6,5,0.
+    // docs/deepspeed-format.md §6.2: W=4, A (15 elements) + B (2): aligned 24, P=6, saved 6,6,5,0.
     ModelSpec spec;
     spec.params = {{"A", {3, 5}, true, false, 0}, {"B", {2}, true, false, 0}};
     spec.group_count = 1;

@@ -48,7 +48,7 @@ std::string describe(const SynthOptions& o) {
            (o.torch2 ? " torch2" : "") + " groups=" + std::to_string(o.model.param_groups);
 }
 
-// zero_to_fp32's state-dict order (deepspeed-format.md §6.5) for the synthetic model.
+// zero_to_fp32's state-dict order (docs/deepspeed-format.md §6.5) for the synthetic model.
 struct Expected {
     std::string name;
     plan::TensorRole role;
