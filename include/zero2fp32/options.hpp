@@ -1,54 +1,131 @@
-// Everything a conversion can be asked to do: the command line of zero2fp32-mpi, as a struct.
-// Names follow the command-line options (see `zero2fp32-mpi --help` and README.md, "Options").
+// What a conversion is asked to do, owned by the library and used by the command line as is.
+// Each choice is one enum with one name table (`enum_names<E>()`); the command line parses
+// and prints through those tables, the run summary names values with them.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
+#include <utility>
 #include <vector>
+
+#include "zero2fp32/dtype.hpp"
 
 namespace z2f {
 
-enum class FormatOption { kSafetensors, kTorch, kHdf5 };
-enum class DTypeOption { kFp32, kBf16, kFp16 };
-enum class IoOption { kMmap, kPread, kCopyFileRange };
-enum class Stage1FrozenOption { kEmit, kSkip };
-enum class ProgressOption { kAuto, kAlways, kNever };
+enum class OutputFormat : std::uint8_t { kSafetensors, kTorch, kHdf5 };
+enum class IoBackend : std::uint8_t { kPread, kMmap, kCopyFileRange };
+// ZeRO-1 frozen parameters exist only in the model file: emit them from there, or skip them as
+// zero_to_fp32 does.
+enum class Stage1Frozen : std::uint8_t { kEmit, kSkip };
+// How bf16 tensors are stored in HDF5: uint16 with attribute dtype="bfloat16" (h5py reads it)
+// or a custom 16-bit float type.
+enum class Hdf5Bf16 : std::uint8_t { kUint16, kFloat };
 
-struct ConvertOptions {
-    std::string checkpoint_dir;
-    std::string output_dir;
-    std::string tag;  // empty: read `latest`
+struct Options {
+    std::string tag;  // empty: read CKPT_DIR/latest (or CKPT_DIR is the tag folder)
 
-    FormatOption format = FormatOption::kSafetensors;
-    DTypeOption dtype = DTypeOption::kFp32;
-    std::optional<std::uint64_t> max_shard_size = std::uint64_t{5'000'000'000};  // nullopt: none
+    OutputFormat format = OutputFormat::kSafetensors;
+    DType dtype = DType::kF32;  // of every floating tensor: kF32, kBF16 or kF16
+    std::optional<std::uint64_t> max_shard_size = std::uint64_t{5'000'000'000};  // none: one file
 
-    // zero_to_fp32 compatibility switches (--parity sets the first two and stage1 skip).
+    // zero_to_fp32 compatibility (--parity = the first two and Stage1Frozen::kSkip).
     bool cast_all_buffers = false;
     bool keep_frozen_dtype = false;
-    Stage1FrozenOption stage1_frozen = Stage1FrozenOption::kEmit;
+    Stage1Frozen stage1_frozen = Stage1Frozen::kEmit;
     bool exclude_frozen = false;
 
     bool untie = false;
-    std::vector<std::string> include;
+    std::vector<std::string> include;  // ECMAScript regexes searched in the names
     std::vector<std::string> exclude;
     std::vector<std::string> strip_prefixes;
     bool copy_hf_files = true;
-    bool hdf5_bf16_float = false;
+    Hdf5Bf16 hdf5_bf16 = Hdf5Bf16::kUint16;
 
-    IoOption io = IoOption::kPread;
-    std::uint64_t buffer_size = std::uint64_t{16} << 20;
+    IoBackend io = IoBackend::kPread;
+    std::uint64_t buffer_size = std::uint64_t{16} << 20;  // per rank; bounds its memory
 
     bool overwrite = false;
     bool resume = false;
     bool dry_run = false;
     bool verify = false;
     bool space_check = true;
-    std::string summary_json;  // empty: none
-
-    ProgressOption progress = ProgressOption::kAuto;
-    int verbosity = 0;  // -1 quiet, 0 normal, 1 verbose (-v), 2 debug (-d)
 };
+
+// The name table of an option enum: {value, name} in declaration order.
+template <typename Enum>
+struct EnumNames;
+
+template <>
+struct EnumNames<OutputFormat> {
+    static constexpr std::array<std::pair<OutputFormat, std::string_view>, 3> kTable{{
+        {OutputFormat::kSafetensors, "safetensors"},
+        {OutputFormat::kTorch, "torch"},
+        {OutputFormat::kHdf5, "hdf5"},
+    }};
+};
+template <>
+struct EnumNames<IoBackend> {
+    static constexpr std::array<std::pair<IoBackend, std::string_view>, 3> kTable{{
+        {IoBackend::kPread, "pread"},
+        {IoBackend::kMmap, "mmap"},
+        {IoBackend::kCopyFileRange, "copy_file_range"},
+    }};
+};
+template <>
+struct EnumNames<Stage1Frozen> {
+    static constexpr std::array<std::pair<Stage1Frozen, std::string_view>, 2> kTable{{
+        {Stage1Frozen::kEmit, "emit"},
+        {Stage1Frozen::kSkip, "skip"},
+    }};
+};
+template <>
+struct EnumNames<Hdf5Bf16> {
+    static constexpr std::array<std::pair<Hdf5Bf16, std::string_view>, 2> kTable{{
+        {Hdf5Bf16::kUint16, "uint16"},
+        {Hdf5Bf16::kFloat, "float"},
+    }};
+};
+// The output dtypes --dtype offers, by their option names.
+template <>
+struct EnumNames<DType> {
+    static constexpr std::array<std::pair<DType, std::string_view>, 3> kTable{{
+        {DType::kF32, "fp32"},
+        {DType::kBF16, "bf16"},
+        {DType::kF16, "fp16"},
+    }};
+};
+
+template <typename Enum>
+constexpr std::string_view enum_name(Enum value) noexcept {
+    for (const auto& [entry, name] : EnumNames<Enum>::kTable) {
+        if (entry == value)
+            return name;
+    }
+    return "?";
+}
+
+template <typename Enum>
+constexpr std::optional<Enum> enum_from_name(std::string_view name) noexcept {
+    for (const auto& [entry, entry_name] : EnumNames<Enum>::kTable) {
+        if (entry_name == name)
+            return entry;
+    }
+    return std::nullopt;
+}
+
+// "a, b or c": the names of an enum, for messages and help.
+template <typename Enum>
+std::string enum_choices() {
+    std::string text;
+    const auto& table = EnumNames<Enum>::kTable;
+    for (std::size_t i = 0; i < table.size(); ++i) {
+        text += (i == 0 ? "" : i + 1 == table.size() ? " or " : ", ");
+        text += table[i].second;
+    }
+    return text;
+}
 
 }  // namespace z2f

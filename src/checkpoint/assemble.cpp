@@ -3,8 +3,8 @@
 #include <algorithm>
 
 #include "checkpoint/states_reader.hpp"
+#include "common/errors.hpp"
 #include "container/torch_file.hpp"
-#include "zero2fp32/error.hpp"
 
 namespace z2f::checkpoint {
 namespace {

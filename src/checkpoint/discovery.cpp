@@ -6,8 +6,8 @@
 #include <optional>
 
 #include "checkpoint/natural_sort.hpp"
+#include "common/errors.hpp"
 #include "io/posix_file.hpp"
-#include "zero2fp32/error.hpp"
 
 namespace z2f::checkpoint {
 namespace {

@@ -1,7 +1,7 @@
 #include "checkpoint/states_reader.hpp"
 
 #include "checkpoint/field.hpp"
-#include "zero2fp32/error.hpp"
+#include "common/errors.hpp"
 
 namespace z2f::checkpoint {
 namespace {

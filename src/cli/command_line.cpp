@@ -5,8 +5,8 @@
 
 #include <boost/program_options.hpp>
 
+#include "common/errors.hpp"
 #include "output/shard_size.hpp"
-#include "zero2fp32/error.hpp"
 
 namespace po = boost::program_options;
 
@@ -31,16 +31,13 @@ Exit codes: 0 success, 1 conversion error (bad checkpoint, I/O error, verificati
 2 usage error, 3 interrupted (SIGTERM/SIGINT).
 )";
 
+// The value of `--option` through the enum's one name table (zero2fp32/options.hpp).
 template <typename Enum>
-Enum choose(const std::string& option, const std::string& value,
-            std::initializer_list<std::pair<const char*, Enum>> choices) {
-    std::string allowed;
-    for (const auto& [name, e] : choices) {
-        if (value == name)
-            return e;
-        allowed += (allowed.empty() ? "" : ", ") + std::string(name);
-    }
-    throw_usage_error("--" + option + " must be one of " + allowed + " (got '" + value + "')");
+Enum choose(const std::string& option, const std::string& value) {
+    if (std::optional<Enum> choice = enum_from_name<Enum>(value))
+        return *choice;
+    throw_usage_error("--" + option + " must be " + enum_choices<Enum>() + " (got '" + value +
+                      "')");
 }
 
 }  // namespace
@@ -172,30 +169,25 @@ CommandLine parse_command_line(int argc, const char* const* argv) {
         throw_usage_error("CKPT_DIR and OUT_DIR are required");
     }
 
-    ConvertOptions options;
-    options.checkpoint_dir = vm["checkpoint_dir"].as<std::string>();
-    options.output_dir = vm["output_dir"].as<std::string>();
-    while (options.output_dir.size() > 1 && options.output_dir.back() == '/')
-        options.output_dir.pop_back();
+    ConvertRequest request;
+    request.checkpoint_dir = vm["checkpoint_dir"].as<std::string>();
+    request.output_dir = vm["output_dir"].as<std::string>();
+    while (request.output_dir.size() > 1 && request.output_dir.back() == '/')
+        request.output_dir.pop_back();
+    Options& options = request.options;
     if (vm.count("tag") != 0)
         options.tag = vm["tag"].as<std::string>();
 
     bool safe_serialization = vm["safe_serialization"].as<bool>();
     if (vm.count("format") != 0) {
-        options.format = choose<FormatOption>("format", vm["format"].as<std::string>(),
-                                              {{"safetensors", FormatOption::kSafetensors},
-                                               {"torch", FormatOption::kTorch},
-                                               {"hdf5", FormatOption::kHdf5}});
-        if (safe_serialization && options.format != FormatOption::kSafetensors) {
+        options.format = choose<OutputFormat>("format", vm["format"].as<std::string>());
+        if (safe_serialization && options.format != OutputFormat::kSafetensors) {
             throw_usage_error("--safe_serialization asks for safetensors but --format asks for " +
                               vm["format"].as<std::string>());
         }
     }
     if (vm.count("dtype") != 0) {
-        options.dtype = choose<DTypeOption>("dtype", vm["dtype"].as<std::string>(),
-                                            {{"fp32", DTypeOption::kFp32},
-                                             {"bf16", DTypeOption::kBf16},
-                                             {"fp16", DTypeOption::kFp16}});
+        options.dtype = choose<DType>("dtype", vm["dtype"].as<std::string>());
     }
     if (vm.count("max_shard_size") != 0 && vm.count("max-shard-size") != 0) {
         throw_usage_error("give --max-shard-size or --max_shard_size, not both");
@@ -209,13 +201,12 @@ CommandLine parse_command_line(int argc, const char* const* argv) {
     options.cast_all_buffers = parity || vm["cast-all-buffers"].as<bool>();
     options.keep_frozen_dtype = parity || vm["keep-frozen-dtype"].as<bool>();
     if (parity)
-        options.stage1_frozen = Stage1FrozenOption::kSkip;
+        options.stage1_frozen = Stage1Frozen::kSkip;
     if (vm.count("stage1-frozen") != 0) {
-        options.stage1_frozen = choose<Stage1FrozenOption>(
-            "stage1-frozen", vm["stage1-frozen"].as<std::string>(),
-            {{"emit", Stage1FrozenOption::kEmit}, {"skip", Stage1FrozenOption::kSkip}});
+        options.stage1_frozen =
+            choose<Stage1Frozen>("stage1-frozen", vm["stage1-frozen"].as<std::string>());
     }
-    if (parity && options.dtype != DTypeOption::kFp32) {
+    if (parity && options.dtype != DType::kF32) {
         throw_usage_error(
             "--parity reproduces zero_to_fp32's fp32 output; it cannot be combined with --dtype " +
             vm["dtype"].as<std::string>());
@@ -230,18 +221,14 @@ CommandLine parse_command_line(int argc, const char* const* argv) {
         options.strip_prefixes = vm["strip-prefix"].as<std::vector<std::string>>();
     options.copy_hf_files = !vm["no-copy-hf-files"].as<bool>();
     if (vm.count("hdf5-bf16") != 0) {
-        if (options.format != FormatOption::kHdf5) {
+        if (options.format != OutputFormat::kHdf5) {
             throw_usage_error("--hdf5-bf16 applies to --format hdf5 only");
         }
-        options.hdf5_bf16_float = choose<bool>("hdf5-bf16", vm["hdf5-bf16"].as<std::string>(),
-                                               {{"uint16", false}, {"float", true}});
+        options.hdf5_bf16 = choose<Hdf5Bf16>("hdf5-bf16", vm["hdf5-bf16"].as<std::string>());
     }
 
     if (vm.count("io") != 0) {
-        options.io = choose<IoOption>("io", vm["io"].as<std::string>(),
-                                      {{"pread", IoOption::kPread},
-                                       {"mmap", IoOption::kMmap},
-                                       {"copy_file_range", IoOption::kCopyFileRange}});
+        options.io = choose<IoBackend>("io", vm["io"].as<std::string>());
     }
     if (vm.count("buffer-size") != 0)
         options.buffer_size = parse_buffer_size(vm["buffer-size"].as<std::string>());
@@ -250,28 +237,18 @@ CommandLine parse_command_line(int argc, const char* const* argv) {
     options.dry_run = vm["dry-run"].as<bool>();
     options.verify = vm["verify"].as<bool>();
     options.space_check = !vm["no-space-check"].as<bool>();
-    if (options.overwrite && options.resume) {
-        throw_usage_error("--overwrite starts over and --resume continues: give one of them");
-    }
-    if (options.dry_run && options.verify) {
-        throw_usage_error("--dry-run writes and reads nothing, so it cannot --verify");
-    }
     if (vm.count("summary-json") != 0)
-        options.summary_json = vm["summary-json"].as<std::string>();
-    if (vm.count("progress") != 0) {
-        options.progress = choose<ProgressOption>("progress", vm["progress"].as<std::string>(),
-                                                  {{"auto", ProgressOption::kAuto},
-                                                   {"always", ProgressOption::kAlways},
-                                                   {"never", ProgressOption::kNever}});
-    }
+        request.summary_json = vm["summary-json"].as<std::string>();
+    if (vm.count("progress") != 0)
+        request.progress = choose<ProgressMode>("progress", vm["progress"].as<std::string>());
     bool quiet = vm["quiet"].as<bool>();
     bool verbose = vm["verbose"].as<bool>();
     bool debug = vm["debug"].as<bool>();
     if (quiet && (verbose || debug)) {
         throw_usage_error("-q and -v/-d contradict each other");
     }
-    options.verbosity = quiet ? -1 : debug ? 2 : verbose ? 1 : 0;
-    return options;
+    request.verbosity = quiet ? -1 : debug ? 2 : verbose ? 1 : 0;
+    return request;
 }
 
 }  // namespace z2f::cli

@@ -85,6 +85,10 @@ std::optional<DType> dtype_from_torch_storage_name(std::string_view name) noexce
     return std::nullopt;
 }
 
+std::string_view dtype_name(DType dtype) noexcept {
+    return torch_dtype_name(dtype);
+}
+
 std::optional<DType> dtype_from_torch_dtype_name(std::string_view name) noexcept {
     // torch also exposes aliases for the common types.
     if (name == "float" || name == "float32")

@@ -1,39 +1,18 @@
-// Element types of tensors, and their names in each format we read or write.
+// Element types of tensors (the public enum, zero2fp32/dtype.hpp) and their names in each
+// format we read or write.
 //
-// One enum for the whole program. The safetensors sort order (docs/output-formats.md §3.4) is
-// the declaration order of the Rust `Dtype` enum, which is NOT this enum's order: use
-// `safetensors_order()` for sorting, never the numeric value of `DType`.
+// The safetensors sort order (docs/output-formats.md §3.4) is the declaration order of the Rust
+// `Dtype` enum, which is NOT this enum's order: use `safetensors_order()` for sorting, never the
+// numeric value of `DType`.
 #pragma once
 
 #include <cstdint>
 #include <optional>
 #include <string_view>
 
+#include "zero2fp32/dtype.hpp"
+
 namespace z2f {
-
-enum class DType : std::uint8_t {
-    kF64,
-    kF32,
-    kF16,
-    kBF16,
-    kI64,
-    kI32,
-    kI16,
-    kI8,
-    kU8,
-    kBool,
-    kU16,
-    kU32,
-    kU64,
-    kC64,
-    kF8E4M3,
-    kF8E5M2,
-};
-// The last enumerator, for range checks of decoded values.
-inline constexpr DType kLastDType = DType::kF8E5M2;
-
-// Bytes per element.
-std::uint32_t dtype_size(DType dtype) noexcept;
 
 bool is_floating(DType dtype) noexcept;
 

@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-#include "zero2fp32/error.hpp"
+#include "common/errors.hpp"
 
 namespace z2f {
 

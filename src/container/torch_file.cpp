@@ -1,7 +1,7 @@
 #include "container/torch_file.hpp"
 
 #include "common/checked_math.hpp"
-#include "zero2fp32/error.hpp"
+#include "common/errors.hpp"
 
 namespace z2f::container {
 

@@ -8,24 +8,13 @@
 #include <zlib.h>
 
 #include "common/bytes.hpp"
-#include "zero2fp32/error.hpp"
+#include "common/errors.hpp"
+#include "container/zip_format.hpp"
 
 namespace z2f::container {
 namespace {
 
-constexpr std::uint32_t kLocalHeaderSignature = 0x04034b50;    // "PK\3\4"
-constexpr std::uint32_t kCentralHeaderSignature = 0x02014b50;  // "PK\1\2"
-constexpr std::uint32_t kEndSignature = 0x06054b50;            // "PK\5\6"
-constexpr std::uint32_t kZip64EndSignature = 0x06064b50;       // "PK\6\6"
-constexpr std::uint32_t kZip64LocatorSignature = 0x07064b50;   // "PK\6\7"
-constexpr std::size_t kLocalHeaderSize = 30;
-constexpr std::size_t kCentralHeaderSize = 46;
-constexpr std::size_t kEndSize = 22;
-constexpr std::size_t kZip64EndSize = 56;
-constexpr std::size_t kZip64LocatorSize = 20;
-constexpr std::size_t kMaxCommentSize = 0xFFFF;
-constexpr std::uint16_t kZip64ExtraId = 0x0001;
-constexpr std::uint16_t kFlagEncrypted = 0x0001;
+using namespace zip;  // the format's constants (zip_format.hpp)
 // Upper bound on a central directory we agree to load: 64 MiB is ~1.4 million entries.
 constexpr std::uint64_t kMaxCentralDirectory = std::uint64_t{64} << 20;
 
@@ -54,17 +43,17 @@ struct EndOfDirectory {
 // Finds the end record in the file's tail and, when present, follows the ZIP64 locator.
 EndOfDirectory read_end_of_directory(const io::File& file, std::uint64_t file_size) {
     const std::string& path = file.path();
-    std::uint64_t tail_size = std::min<std::uint64_t>(file_size, kEndSize + kMaxCommentSize);
+    std::uint64_t tail_size = std::min<std::uint64_t>(file_size, kEndRecordSize + kMaxCommentSize);
     std::uint64_t tail_start = file_size - tail_size;
     std::vector<std::byte> tail = read_bytes(file, tail_start, tail_size);
 
     std::optional<std::size_t> found;
-    for (std::size_t pos = tail.size() - kEndSize + 1; pos-- > 0;) {
+    for (std::size_t pos = tail.size() - kEndRecordSize + 1; pos-- > 0;) {
         if (load_le<std::uint32_t>(&tail[pos]) != kEndSignature) {
             continue;
         }
         std::size_t comment = load_le<std::uint16_t>(&tail[pos + 20]);
-        if (pos + kEndSize + comment <= tail.size()) {
+        if (pos + kEndRecordSize + comment <= tail.size()) {
             found = pos;
             break;
         }
@@ -97,12 +86,12 @@ EndOfDirectory read_end_of_directory(const io::File& file, std::uint64_t file_si
         }
         std::uint64_t locator_offset = end_offset - kZip64LocatorSize;
         if (zip64_end_offset > locator_offset ||
-            locator_offset - zip64_end_offset < kZip64EndSize) {
+            locator_offset - zip64_end_offset < kZip64EndRecordSize) {
             throw_input_error(path, "ZIP64 locator points to offset " +
                                         std::to_string(zip64_end_offset) +
                                         ", outside the file's directory area");
         }
-        std::vector<std::byte> record = read_bytes(file, zip64_end_offset, kZip64EndSize);
+        std::vector<std::byte> record = read_bytes(file, zip64_end_offset, kZip64EndRecordSize);
         if (load_le<std::uint32_t>(record.data()) != kZip64EndSignature) {
             throw_input_error(path, "no ZIP64 end-of-central-directory record at offset " +
                                         std::to_string(zip64_end_offset));
@@ -153,7 +142,7 @@ void apply_zip64_extra(const std::string& path, const std::string& name,
         if (length > extra.size() - pos) {
             throw_input_error(path, "entry '" + name + "': extra field runs past its header");
         }
-        if (id == kZip64ExtraId) {
+        if (id == kZip64FieldId) {
             std::size_t at = pos;
             auto take = [&](std::uint64_t& field) {
                 if (at + 8 > pos + length) {
@@ -238,7 +227,7 @@ TorchArchive TorchArchive::open(const io::File& file) {
                               "is not a torch.save file: expected a zip archive (bytes "
                               "PK\\3\\4) at offset 0");
     }
-    if (archive.file_size_ < kLocalHeaderSize + kEndSize) {
+    if (archive.file_size_ < kLocalHeaderSize + kEndRecordSize) {
         throw_input_error(path, "file of " + std::to_string(archive.file_size_) +
                                     " bytes is too short for a zip archive");
     }

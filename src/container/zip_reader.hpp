@@ -1,21 +1,6 @@
 // Reader of the zip container that torch.save writes (PyTorch >= 1.6 "zip" serialization).
 //
-// Byte format (all integers little-endian; the PKWARE APPNOTE is the reference):
-//
-//   local header   "PK\3\4" u16 version u16 flags u16 method u16 time u16 date u32 crc
-//                  u32 csize u32 usize u16 name_len u16 extra_len, name, extra, then the data.
-//                  torch writes flags 0x0808 (data descriptor follows, UTF-8 names) and zero
-//                  sizes here; its "FB" extra field pads the data to a 64-byte file offset.
-//   central dir    "PK\1\2" u16 made_by u16 needed u16 flags u16 method u16 time u16 date
-//   (46 bytes +)   u32 crc u32 csize u32 usize u16 name_len u16 extra_len u16 comment_len
-//                  u16 disk u16 int_attr u32 ext_attr u32 local_header_offset, name, extra,
-//                  comment. 0xFFFFFFFF in csize/usize/offset means "see the ZIP64 extra field"
-//                  (id 0x0001: the 8-byte usize, csize, offset that were saturated, in order).
-//   zip64 end      "PK\6\6" u64 record_size u16 made_by u16 needed u32 disk u32 cd_disk
-//   (56 bytes)     u64 entries_on_disk u64 entries u64 cd_size u64 cd_offset
-//   zip64 locator  "PK\6\7" u32 disk u64 zip64_end_offset u32 disks            (20 bytes)
-//   end record     "PK\5\6" u16 disk u16 cd_disk u16 entries_on_disk u16 entries
-//   (22 bytes +)   u32 cd_size u32 cd_offset u16 comment_len, comment
+// The byte format is written down in zip_format.hpp.
 //
 // Sizes and offsets always come from the central directory (local sizes are zero); a record's
 // data starts at local_header_offset + 30 + name_len + extra_len, with the lengths read from

@@ -3,22 +3,10 @@
 #include <algorithm>
 
 #include "common/crc32.hpp"
-#include "zero2fp32/error.hpp"
+#include "common/errors.hpp"
 
 namespace z2f::container::zip {
 namespace {
-
-constexpr std::uint32_t kLocalHeaderSignature = 0x04034b50;
-constexpr std::uint32_t kDescriptorSignature = 0x08074b50;
-constexpr std::uint32_t kCentralHeaderSignature = 0x02014b50;
-constexpr std::uint32_t kZip64EndSignature = 0x06064b50;
-constexpr std::uint32_t kZip64LocatorSignature = 0x07064b50;
-constexpr std::uint32_t kEndSignature = 0x06054b50;
-constexpr std::uint16_t kZip64FieldId = 0x0001;
-// "FB" as a little-endian u16: the bytes 'F', 'B'.
-constexpr std::uint16_t kPaddingFieldId = 'F' | ('B' << 8);
-constexpr std::uint16_t kZip64MadeBy = 0x031E;  // what miniz writes (Unix, spec 3.0)
-constexpr std::uint16_t kZip64Needed = 45;
 
 // The record chunk add_record_from() asks for at a time: bounded memory for any record size.
 constexpr std::uint64_t kCopyChunk = std::uint64_t{4} << 20;

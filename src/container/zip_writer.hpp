@@ -1,48 +1,9 @@
 // Writing the zip archives torch.save produces: layout arithmetic, the header bytes, and a
 // sequential writer on top of them.
 //
-// Byte format, as PyTorch's writer (caffe2/serialize/inline_container.cc on top of miniz, opened
-// with MZ_ZIP_FLAG_WRITE_ZIP64) lays it out. Integers are little-endian. Every record is STORED
-// (method 0) and its data starts on a 64-byte boundary:
-//
-//   local header, at offset H (30 bytes + name + extra)
-//     u32 0x04034b50 "PK\3\4" | u16 version needed 0 | u16 flags | u16 method 0
-//     u16 time 0 | u16 date 0 | u32 crc 0 | u32 csize 0 | u32 usize 0
-//     u16 name_len | u16 extra_len | name (UTF-8, "<archive>/<record>")
-//     extra = [zip64 field] + FB field
-//       zip64 field, only when size >= 0xFFFFFFFF or H >= 0xFFFFFFFF:
-//         u16 0x0001 | u16 len | [u64 size, u64 0] if size is large | [u64 H] if H is large
-//         (miniz writes the compressed size as 0 here: it is not known before the data)
-//       FB field: 'F' 'B' | u16 pad | pad bytes of 'Z'
-//         pad is chosen so that the data offset H + 30 + name_len + extra_len is a multiple of
-//         64 (torch's detail::getPadding, see torch_padding())
-//   data: `size` bytes
-//   data descriptor, only when size > 0:
-//     u32 0x08074b50 "PK\7\8" | u32 crc | csize, usize: u32 each, or u64 each when the local
-//     header carries a zip64 field
-//
-//   flags are 0x0808 (bit 3: sizes in a data descriptor, bit 11: UTF-8 name) for records with
-//   data and 0x0800 for empty ones: miniz writes no descriptor for an empty record, so its
-//   local header (CRC 0, sizes 0) is already exact.
-//
-//   central directory, one header per record, in record order (46 bytes + name + extra)
-//     u32 0x02014b50 "PK\1\2" | u16 made by 0 | u16 needed 0 | u16 flags | u16 method 0
-//     u16 time 0 | u16 date 0 | u32 crc | u32 min(size, 0xFFFFFFFF) twice (csize, usize)
-//     u16 name_len | u16 extra_len | u16 comment 0 | u16 disk 0 | u16 internal attr 0
-//     u32 external attr 0 | u32 min(H, 0xFFFFFFFF) | name
-//     extra: u16 0x0001 | u16 len | [u64 usize, u64 csize] if size >= 0xFFFFFFFF
-//            | [u64 H] if H >= 0xFFFFFFFF; absent when neither is large
-//   ZIP64 end of central directory record, ALWAYS (miniz in zip64 mode), 56 bytes
-//     u32 0x06064b50 "PK\6\6" | u64 44 | u16 made by 0x031E | u16 needed 45
-//     u32 disk 0 | u32 cd disk 0 | u64 entries | u64 entries | u64 cd size | u64 cd offset
-//   ZIP64 end of central directory locator, 20 bytes
-//     u32 0x07064b50 "PK\6\7" | u32 disk 0 | u64 offset of the ZIP64 end record | u32 disks 1
-//   end of central directory record, 22 bytes
-//     u32 0x06054b50 "PK\5\6" | u16 disk 0 | u16 cd disk 0 | u16 min(entries, 0xFFFF) twice
-//     u32 min(cd size, 0xFFFFFFFF) | u32 min(cd offset, 0xFFFFFFFF) | u16 comment 0
-//
-// Time and date are 0 and nothing random is written, so the archive is a pure function of its
-// records. CRCs are real CRC-32s: torch.load never checks them, Python's zipfile does.
+// The bytes are those of zip_format.hpp, exactly as torch.save writes them: time and date 0 and
+// nothing random, so an archive is a pure function of its records. CRCs are real CRC-32s:
+// torch.load never checks them, Python's zipfile does.
 #pragma once
 
 #include <cstddef>
@@ -55,22 +16,10 @@
 #include <vector>
 
 #include "common/bytes.hpp"
+#include "container/zip_format.hpp"
 #include "io/posix_file.hpp"
 
 namespace z2f::container::zip {
-
-// A size or offset at or above this needs a zip64 field (miniz's MZ_UINT32_MAX rule).
-inline constexpr std::uint64_t kZip64Limit = 0xFFFFFFFFu;
-inline constexpr std::uint64_t kTorchAlignment = 64;
-inline constexpr std::uint64_t kLocalHeaderSize = 30;
-inline constexpr std::uint64_t kCentralHeaderSize = 46;
-inline constexpr std::uint64_t kZip64EndRecordSize = 56;
-inline constexpr std::uint64_t kZip64LocatorSize = 20;
-inline constexpr std::uint64_t kEndRecordSize = 22;
-inline constexpr std::uint64_t kEndRecordsSize =
-    kZip64EndRecordSize + kZip64LocatorSize + kEndRecordSize;
-inline constexpr std::uint16_t kFlagsWithDescriptor = 0x0808;
-inline constexpr std::uint16_t kFlagsEmpty = 0x0800;
 
 // Number of 'Z' bytes in the FB field of a record whose local header starts at
 // `local_header_offset`, with a full name of `name_size` bytes and `data_size` bytes of data.

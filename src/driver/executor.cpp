@@ -2,22 +2,29 @@
 
 #include <algorithm>
 
+#include "common/errors.hpp"
 #include "driver/output_dir.hpp"
 #include "io/posix_file.hpp"
-#include "output/torch_bin_layout.hpp"
-#include "zero2fp32/error.hpp"
 
 namespace z2f::driver {
 namespace {
 
-std::vector<io::SlotCopy> slot_copies(const ExecuteContext& context,
+std::vector<io::SlotCopy> slot_copies(const run::RunPlan& plan,
                                       const output::OutputFileLayout& layout,
                                       const plan::WriteTask& task) {
     std::vector<io::SlotCopy> copies;
     for (std::uint32_t s = task.slot_begin; s < task.slot_end; ++s) {
         const output::TensorSlot& slot = layout.slots[s];
-        copies.push_back(
-            {&slot_source(*context.plan, slot.tensor), slot.offset, layout.needs_slot_crcs()});
+        const plan::PlannedTensor& source = plan.source_of(slot.tensor);
+        io::SlotCopy copy;
+        copy.extents = source.extents;
+        copy.source_dtype = source.source_dtype;
+        copy.output_dtype = source.output_dtype;
+        copy.offset = slot.offset;
+        copy.length = slot.length;
+        copy.want_crc = layout.has_crc_tail();
+        copy.name = plan.tensors.tensors[slot.tensor].name;
+        copies.push_back(copy);
     }
     return copies;
 }
@@ -28,80 +35,68 @@ void write_regions(const io::File& file, const std::vector<output::FixedRegion>&
     }
 }
 
-std::string final_path(const ExecuteContext& context, std::uint32_t file) {
-    return context.output_dir + "/" + context.outputs->files[file].name;
+std::string final_path(const std::string& output_dir, const run::OutputFileRecord& file) {
+    return output_dir + "/" + file.name();
 }
 
 // fsync, then the final name: from here on the file is complete and --resume may trust it.
-void publish(const ExecuteContext& context, std::uint32_t file, io::File& handle) {
+void publish(const std::string& output_dir, const run::OutputFileRecord& file, io::File& handle) {
     handle.sync();
-    handle.drop_cache(0, (*context.layouts)[file].size);
+    handle.drop_cache(0, file.layout.size);
     handle.close();
-    io::rename_file(temp_path(context.output_dir, context.outputs->files[file].name),
-                    final_path(context, file));
+    io::rename_file(temp_path(output_dir, file.name()), final_path(output_dir, file));
 }
 
 }  // namespace
 
-const plan::PlannedTensor& slot_source(const plan::TensorPlan& plan, std::uint32_t tensor) {
-    const plan::PlannedTensor* source = &plan.tensors.at(tensor);
-    if (source->is_alias()) {
-        source = &plan.tensors.at(static_cast<std::size_t>(source->alias_of));
-    }
-    return *source;
-}
-
-void execute_tasks(const ExecuteContext& context, io::InputFiles& inputs,
+void execute_tasks(const run::RunPlan& plan, const RankTarget& target, io::InputFiles& inputs,
                    const io::CopyOptions& copy, ExecuteReport& report) {
     io::ExtentCopier copier(inputs, copy);
-    const plan::Ownership& ownership = *context.ownership;
     // Smallest tasks first: if the run is interrupted (time limit, full disk), the most files
     // are complete and --resume has the least left to do.
     std::vector<const plan::WriteTask*> mine;
-    for (const plan::WriteTask& task : ownership.tasks) {
-        if (static_cast<int>(task.rank) == context.rank && !(*context.skip)[task.file]) {
-            mine.push_back(&task);
-        }
+    for (const plan::WriteTask* task : plan.tasks_of(target.rank)) {
+        if (!plan.files[task->file].skip)
+            mine.push_back(task);
     }
     std::stable_sort(
         mine.begin(), mine.end(),
         [](const plan::WriteTask* a, const plan::WriteTask* b) { return a->bytes < b->bytes; });
-    for (const plan::WriteTask* task_pointer : mine) {
-        const plan::WriteTask& task = *task_pointer;
-        const output::OutputFileLayout& layout = (*context.layouts)[task.file];
-        const std::string temp = temp_path(context.output_dir, layout.name);
+    for (const plan::WriteTask* task : mine) {
+        const run::OutputFileRecord& record = plan.files[task->file];
+        const output::OutputFileLayout& layout = record.layout;
+        const std::string temp = temp_path(target.output_dir, record.name());
         io::File file = io::File::open_write(temp);
         report.temp_files.push_back(temp);
         file.truncate(layout.size);
-        if (task.lead) {
+        if (task->lead) {
             write_regions(file, layout.fixed);
         }
-        std::vector<io::SlotCopy> copies = slot_copies(context, layout, task);
+        std::vector<io::SlotCopy> copies = slot_copies(plan, layout, *task);
         std::vector<std::uint32_t> crcs = copier.copy(file, copies);
-        if (ownership.tasks_per_file[task.file] == 1) {
-            if (layout.needs_slot_crcs()) {
-                write_regions(file, output::torch_bin_tail(layout, crcs));
-            }
-            publish(context, task.file, file);
-            report.completed_files.push_back(task.file);
+        if (!record.is_shared()) {
+            write_regions(file, output::crc_tail(layout, crcs));
+            publish(target.output_dir, record, file);
+            report.completed_files.push_back(task->file);
             report.temp_files.pop_back();
         } else {
             file.sync();
-            if (layout.needs_slot_crcs()) {
+            if (layout.has_crc_tail()) {
                 for (std::size_t i = 0; i < crcs.size(); ++i) {
                     report.shared_crcs.push_back(
-                        {task.file, task.slot_begin + static_cast<std::uint32_t>(i), crcs[i]});
+                        {task->file, task->slot_begin + static_cast<std::uint32_t>(i), crcs[i]});
                 }
             }
         }
     }
 }
 
-void finalize_split_file(const ExecuteContext& context, std::uint32_t file,
-                         const std::vector<SlotCrc>& all_crcs) {
-    const output::OutputFileLayout& layout = (*context.layouts)[file];
-    io::File handle = io::File::open_write(temp_path(context.output_dir, layout.name));
-    if (layout.needs_slot_crcs()) {
+void finalize_shared_file(const run::RunPlan& plan, const std::string& output_dir,
+                          std::uint32_t file, const std::vector<SlotCrc>& all_crcs) {
+    const run::OutputFileRecord& record = plan.files.at(file);
+    const output::OutputFileLayout& layout = record.layout;
+    io::File handle = io::File::open_write(temp_path(output_dir, record.name()));
+    if (layout.has_crc_tail()) {
         std::vector<std::uint32_t> crcs(layout.slots.size(), 0);
         std::vector<bool> seen(layout.slots.size(), false);
         for (const SlotCrc& entry : all_crcs) {
@@ -111,15 +106,22 @@ void finalize_split_file(const ExecuteContext& context, std::uint32_t file,
             }
         }
         if (std::find(seen.begin(), seen.end(), false) != seen.end()) {
-            throw_internal_error("missing slot CRCs for '" + layout.name + "'");
+            throw_internal_error("missing slot CRCs for '" + record.name() + "'");
         }
-        write_regions(handle, output::torch_bin_tail(layout, crcs));
+        write_regions(handle, output::crc_tail(layout, crcs));
     }
-    publish(context, file, handle);
+    publish(output_dir, record, handle);
 }
 
-void remove_temp_files(const ExecuteReport& report) noexcept {
-    for (const std::string& path : report.temp_files) {
+void remove_temp_files(const run::RunPlan& plan, const RankTarget& target,
+                       const ExecuteReport& report) noexcept {
+    std::vector<std::string> paths = report.temp_files;
+    for (std::uint32_t f = 0; f < plan.files.size(); ++f) {
+        // Leads of shared files also clean the temp files other ranks opened.
+        if (plan.is_shared(f) && plan.lead_of(f).rank == target.rank)
+            paths.push_back(temp_path(target.output_dir, plan.files[f].name()));
+    }
+    for (const std::string& path : paths) {
         try {
             io::remove_file(path);
         } catch (...) {
@@ -128,22 +130,17 @@ void remove_temp_files(const ExecuteReport& report) noexcept {
     }
 }
 
-std::vector<std::string> verify_tasks(const ExecuteContext& context, io::InputFiles& inputs,
-                                      const io::CopyOptions& copy) {
+std::vector<std::string> verify_tasks(const run::RunPlan& plan, const RankTarget& target,
+                                      io::InputFiles& inputs, const io::CopyOptions& copy) {
     io::CopyOptions options = copy;
     options.compare = true;
-    options.backend =
-        copy.backend == io::IoBackend::kCopyFileRange ? io::IoBackend::kPread : copy.backend;
+    options.backend = copy.backend == IoBackend::kCopyFileRange ? IoBackend::kPread : copy.backend;
     io::ExtentCopier copier(inputs, options);
     std::vector<std::string> mismatches;
-    const plan::Ownership& ownership = *context.ownership;
-    for (const plan::WriteTask& task : ownership.tasks) {
-        if (static_cast<int>(task.rank) != context.rank) {
-            continue;
-        }
-        const output::OutputFileLayout& layout = (*context.layouts)[task.file];
-        const std::string path = final_path(context, task.file);
-        io::File file = io::File::open_read(path);
+    for (const plan::WriteTask* task : plan.tasks_of(target.rank)) {
+        const run::OutputFileRecord& record = plan.files[task->file];
+        const output::OutputFileLayout& layout = record.layout;
+        io::File file = io::File::open_read(final_path(target.output_dir, record));
         if (file.size() != layout.size) {
             mismatches.push_back(layout.name + ": size " + std::to_string(file.size()) +
                                  ", expected " + std::to_string(layout.size));
@@ -160,21 +157,19 @@ std::vector<std::string> verify_tasks(const ExecuteContext& context, io::InputFi
                 }
             }
         };
-        if (task.lead) {
+        if (task->lead) {
             check_regions(layout.fixed, "header");
         }
-        std::vector<io::SlotCopy> copies = slot_copies(context, layout, task);
+        std::vector<io::SlotCopy> copies = slot_copies(plan, layout, *task);
         io::ExtentCopier::Comparison result = copier.compare(file, copies);
         for (std::size_t i = 0; i < copies.size(); ++i) {
             if (result.mismatched[i]) {
-                mismatches.push_back(
-                    layout.name + ": tensor '" +
-                    context.plan->tensors[layout.slots[task.slot_begin + i].tensor].name +
-                    "' differs from the checkpoint");
+                mismatches.push_back(layout.name + ": tensor '" + std::string(copies[i].name) +
+                                     "' differs from the checkpoint");
             }
         }
-        if (task.lead && layout.needs_slot_crcs() && ownership.tasks_per_file[task.file] == 1) {
-            check_regions(output::torch_bin_tail(layout, result.crcs), "zip directory");
+        if (task->lead && !record.is_shared()) {
+            check_regions(output::crc_tail(layout, result.crcs), "zip directory");
         }
     }
     return mismatches;

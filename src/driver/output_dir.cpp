@@ -3,9 +3,10 @@
 #include <algorithm>
 #include <set>
 
+#include "common/byte_size.hpp"
 #include "common/crc32.hpp"
+#include "common/errors.hpp"
 #include "io/posix_file.hpp"
-#include "zero2fp32/error.hpp"
 
 namespace z2f::driver {
 namespace {
@@ -21,19 +22,6 @@ std::string list(const std::vector<std::string>& names, std::size_t max = 8) {
     return out;
 }
 
-std::string human_bytes(std::uint64_t bytes) {
-    const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB"};
-    double value = static_cast<double>(bytes);
-    int unit = 0;
-    while (value >= 1024.0 && unit < 5) {
-        value /= 1024.0;
-        ++unit;
-    }
-    char text[32];
-    std::snprintf(text, sizeof text, "%.1f %s", value, units[unit]);
-    return text;
-}
-
 // "model-00001-of-00004": the shard suffix of huggingface_hub's naming.
 bool is_shard_suffix(std::string_view text) {
     auto digits = [](std::string_view s) {
@@ -44,10 +32,10 @@ bool is_shard_suffix(std::string_view text) {
            text.substr(6, 4) == "-of-" && digits(text.substr(10, 5));
 }
 
-bool header_matches(const std::string& path, const PlannedOutput& planned) {
+bool header_matches(const std::string& path, const run::OutputFileRecord& planned) {
     try {
         io::File file = io::File::open_read(path);
-        if (file.size() != planned.size) {
+        if (file.size() != planned.layout.size) {
             return false;
         }
         std::vector<std::byte> header(static_cast<std::size_t>(planned.header_length));
@@ -64,19 +52,19 @@ std::string temp_path(const std::string& output_dir, const std::string& name) {
     return output_dir + "/" + name + ".tmp";
 }
 
-bool is_output_like_name(output::OutputFormat format, const std::string& name) {
+bool is_output_like_name(OutputFormat format, const std::string& name) {
     std::string stem;
     std::string extension;
     switch (format) {
-        case output::OutputFormat::kSafetensors:
+        case OutputFormat::kSafetensors:
             stem = "model";
             extension = ".safetensors";
             break;
-        case output::OutputFormat::kTorch:
+        case OutputFormat::kTorch:
             stem = "pytorch_model";
             extension = ".bin";
             break;
-        case output::OutputFormat::kHdf5:
+        case OutputFormat::kHdf5:
             stem = "model";
             extension = ".h5";
             break;
@@ -91,10 +79,9 @@ bool is_output_like_name(output::OutputFormat format, const std::string& name) {
         std::string_view(name).substr(stem.size(), name.size() - stem.size() - extension.size()));
 }
 
-OutputDirDecision inspect_output_dir(const OutputDirRequest& request) {
+OutputDirDecision inspect_output_dir(const run::RunPlan& plan, const std::string& dir,
+                                     const OutputDirPolicy& policy) {
     OutputDirDecision decision;
-    decision.skip.assign(request.files.size(), false);
-    const std::string& dir = request.output_dir;
     if (io::path_exists(dir) && !io::is_directory(dir)) {
         throw_output_error("output path '" + dir + "' exists and is not a directory");
     }
@@ -114,80 +101,78 @@ OutputDirDecision inspect_output_dir(const OutputDirRequest& request) {
 
     std::vector<std::string> present;
     std::set<std::string> planned;
-    for (const auto& file : request.files)
-        planned.insert(file.name);
-    if (request.index_name)
-        planned.insert(*request.index_name);
+    for (const run::OutputFileRecord& file : plan.files)
+        planned.insert(file.name());
+    if (plan.index_name)
+        planned.insert(*plan.index_name);
     std::optional<RunManifest> manifest;
     if (decision.directory_exists) {
         for (const std::string& name : io::list_directory(dir)) {
             if (planned.count(name) != 0) {
                 present.push_back(name);
-            } else if (is_output_like_name(request.format, name)) {
+            } else if (is_output_like_name(plan.format, name)) {
                 decision.stale.push_back(name);
             }
         }
-        if (request.resume && io::path_exists(dir + "/" + kManifestName)) {
+        if (policy.resume && io::path_exists(dir + "/" + kManifestName)) {
             manifest = decode_manifest(io::read_small_file(dir + "/" + kManifestName, 64u << 20));
         }
     }
     std::sort(present.begin(), present.end());
     std::sort(decision.stale.begin(), decision.stale.end());
 
-    if (!decision.stale.empty() && !request.overwrite) {
+    if (!decision.stale.empty() && !policy.overwrite) {
         throw_output_error("'" + dir +
                            "' holds other outputs that would be mixed with this "
                            "run's: " +
                            list(decision.stale) + "; remove them or use --overwrite");
     }
-    if (!present.empty() && !request.overwrite && !request.resume) {
+    if (!present.empty() && !policy.overwrite && !policy.resume) {
         throw_output_error("'" + dir +
                            "' already holds output files of this run's names: " + list(present) +
                            "; use --overwrite to replace them or --resume to "
                            "complete an interrupted run");
     }
 
-    if (request.resume && manifest && manifest->run_identity == request.run_identity) {
-        for (std::size_t i = 0; i < request.files.size(); ++i) {
-            const PlannedOutput& file = request.files[i];
+    std::set<std::string> kept;
+    if (policy.resume && manifest && manifest->run_identity == plan.identity) {
+        for (std::uint32_t f = 0; f < plan.files.size(); ++f) {
+            const run::OutputFileRecord& file = plan.files[f];
             auto entry = std::find_if(manifest->files.begin(), manifest->files.end(),
-                                      [&](const ManifestFile& m) { return m.name == file.name; });
-            if (entry != manifest->files.end() && entry->size == file.size &&
+                                      [&](const ManifestFile& m) { return m.name == file.name(); });
+            if (entry != manifest->files.end() && entry->size == file.layout.size &&
                 entry->header_crc32 == file.header_crc32 &&
                 entry->header_length == file.header_length &&
-                header_matches(dir + "/" + file.name, file)) {
-                decision.skip[i] = true;
+                header_matches(dir + "/" + file.name(), file)) {
+                decision.complete.push_back(f);
+                kept.insert(file.name());
             }
         }
     }
     for (const std::string& name : present) {
-        auto it = std::find_if(request.files.begin(), request.files.end(),
-                               [&](const PlannedOutput& f) { return f.name == name; });
-        if (it == request.files.end() ||
-            !decision.skip[static_cast<std::size_t>(it - request.files.begin())]) {
+        if (kept.count(name) == 0)
             decision.replaced.push_back(name);
-        }
     }
 
-    if (request.space_check) {
+    if (policy.space_check) {
         std::uint64_t needed = 0;
-        for (std::size_t i = 0; i < request.files.size(); ++i) {
-            if (!decision.skip[i])
-                needed += request.files[i].size;
+        for (const run::OutputFileRecord& file : plan.files) {
+            if (kept.count(file.name()) == 0)
+                needed += file.layout.size;
         }
         std::uint64_t free = io::free_bytes(existing);
         // Files being replaced free their space only when replaced; do not count on it.
         if (needed > free) {
             throw_output_error("not enough space in '" + existing + "': the output needs " +
-                               human_bytes(needed) + ", " + human_bytes(free) +
+                               format_byte_size(needed) + ", " + format_byte_size(free) +
                                " are free (--no-space-check skips this check)");
         }
     }
     return decision;
 }
 
-void prepare_output_dir(const OutputDirRequest& request, const OutputDirDecision& decision) {
-    const std::string& dir = request.output_dir;
+void prepare_output_dir(const run::RunPlan& plan, const std::string& dir,
+                        const OutputDirDecision& decision) {
     io::make_directories(dir);
     for (const std::string& name : decision.replaced) {
         io::remove_file(dir + "/" + name);
@@ -195,13 +180,14 @@ void prepare_output_dir(const OutputDirRequest& request, const OutputDirDecision
     for (const std::string& name : decision.stale) {
         io::remove_file(dir + "/" + name);
     }
-    for (const PlannedOutput& file : request.files) {
-        io::remove_file(temp_path(dir, file.name));  // left by a killed run
+    for (const run::OutputFileRecord& file : plan.files) {
+        io::remove_file(temp_path(dir, file.name()));  // left by a killed run
     }
     RunManifest manifest;
-    manifest.run_identity = request.run_identity;
-    for (const PlannedOutput& file : request.files) {
-        manifest.files.push_back({file.name, file.size, file.header_length, file.header_crc32});
+    manifest.run_identity = plan.identity;
+    for (const run::OutputFileRecord& file : plan.files) {
+        manifest.files.push_back(
+            {file.name(), file.layout.size, file.header_length, file.header_crc32});
     }
     io::write_file_atomically(dir + "/" + kManifestName, encode_manifest(manifest));
     io::sync_directory(dir);

@@ -19,42 +19,33 @@
 #include <vector>
 
 #include "driver/run_manifest.hpp"
-#include "output/output_layout.hpp"
+#include "run/run_plan.hpp"
 
 namespace z2f::driver {
 
-struct PlannedOutput {
-    std::string name;
-    std::uint64_t size = 0;
-    std::uint64_t header_length = 0;
-    std::uint32_t header_crc32 = 0;
-};
-
-struct OutputDirRequest {
-    std::string output_dir;
-    output::OutputFormat format = output::OutputFormat::kSafetensors;
-    std::vector<PlannedOutput> files;
-    std::optional<std::string> index_name;
-    std::string run_identity;
+struct OutputDirPolicy {
     bool overwrite = false;
     bool resume = false;
     bool space_check = true;
 };
 
 struct OutputDirDecision {
-    std::vector<bool> skip;             // per planned file: complete already (--resume)
-    std::vector<std::string> replaced;  // existing names that --overwrite / --resume rewrites
-    std::vector<std::string> stale;     // other output-like names removed under --overwrite
+    std::vector<std::uint32_t> complete;  // planned files an earlier run finished (--resume)
+    std::vector<std::string> replaced;    // existing names that --overwrite / --resume rewrites
+    std::vector<std::string> stale;       // other output-like names removed under --overwrite
     bool directory_exists = false;
 };
 
-OutputDirDecision inspect_output_dir(const OutputDirRequest& request);
-void prepare_output_dir(const OutputDirRequest& request, const OutputDirDecision& decision);
+OutputDirDecision inspect_output_dir(const run::RunPlan& plan, const std::string& output_dir,
+                                     const OutputDirPolicy& policy);
+// After inspect_output_dir; `plan` has the decision applied (complete files skipped).
+void prepare_output_dir(const run::RunPlan& plan, const std::string& output_dir,
+                        const OutputDirDecision& decision);
 
 // The temporary name a file is written under until it is complete.
 std::string temp_path(const std::string& output_dir, const std::string& name);
 
 // Whether `name` is one this format's writer could produce (any shard count, or the index).
-bool is_output_like_name(output::OutputFormat format, const std::string& name);
+bool is_output_like_name(OutputFormat format, const std::string& name);
 
 }  // namespace z2f::driver

@@ -4,7 +4,7 @@
 #include <cstring>
 #include <string>
 
-#include "zero2fp32/error.hpp"
+#include "common/errors.hpp"
 
 static_assert(std::endian::native == std::endian::little,
               "tensor bytes are little-endian; a big-endian host needs byte swaps here");

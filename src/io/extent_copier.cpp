@@ -4,9 +4,9 @@
 #include <cstring>
 
 #include "common/crc32.hpp"
+#include "common/errors.hpp"
 #include "io/dtype_convert.hpp"
 #include "io/mapped_window.hpp"
-#include "zero2fp32/error.hpp"
 
 namespace z2f::io {
 namespace {
@@ -191,14 +191,13 @@ ExtentCopier::Comparison ExtentCopier::compare(const File& output,
 }
 
 bool ExtentCopier::copy_in_kernel(OutputStream& out, const SlotCopy& slot) {
-    const plan::PlannedTensor& tensor = *slot.tensor;
     if (options_.backend != IoBackend::kCopyFileRange || options_.compare || fell_back_ ||
-        slot.want_crc || tensor.source_dtype != tensor.output_dtype) {
+        slot.want_crc || slot.source_dtype != slot.output_dtype) {
         return false;
     }
     out.flush();
     std::uint64_t position = slot.offset;
-    for (const plan::SourceExtent& extent : tensor.extents) {
+    for (const SourceExtent& extent : slot.extents) {
         const File& input = inputs_.get(extent.file);
         std::uint64_t done = 0;
         while (done < extent.length) {
@@ -233,15 +232,14 @@ bool ExtentCopier::copy_in_kernel(OutputStream& out, const SlotCopy& slot) {
 }
 
 void ExtentCopier::copy_slot(OutputStream& out, const SlotCopy& slot, std::uint32_t& crc) {
-    const plan::PlannedTensor& tensor = *slot.tensor;
-    const bool convert = tensor.source_dtype != tensor.output_dtype;
-    const std::size_t in_item = dtype_size(tensor.source_dtype);
-    const std::size_t out_item = dtype_size(tensor.output_dtype);
+    const bool convert = slot.source_dtype != slot.output_dtype;
+    const std::size_t in_item = dtype_size(slot.source_dtype);
+    const std::size_t out_item = dtype_size(slot.output_dtype);
     std::uint64_t position = slot.offset;
     crc = 0;
-    for (const plan::SourceExtent& extent : tensor.extents) {
+    for (const SourceExtent& extent : slot.extents) {
         if (extent.length % in_item != 0) {
-            throw_internal_error("extent of '" + tensor.name +
+            throw_internal_error("extent of '" + std::string(slot.name) +
                                  "' is not a whole number of elements");
         }
         const File& input = inputs_.get(extent.file);
@@ -262,7 +260,7 @@ void ExtentCopier::copy_slot(OutputStream& out, const SlotCopy& slot, std::uint3
                 with_mapped_range(
                     input, source_offset, in_bytes, [&](std::span<const std::byte> src) {
                         if (convert) {
-                            convert_elements(tensor.source_dtype, src, tensor.output_dtype, target);
+                            convert_elements(slot.source_dtype, src, slot.output_dtype, target);
                         } else {
                             std::memcpy(target.data(), src.data(), in_bytes);
                         }
@@ -270,7 +268,7 @@ void ExtentCopier::copy_slot(OutputStream& out, const SlotCopy& slot, std::uint3
             } else if (convert) {
                 std::span<std::byte> chunk = input_chunk().first(in_bytes);
                 input.read_exact(source_offset, chunk);
-                convert_elements(tensor.source_dtype, chunk, tensor.output_dtype, target);
+                convert_elements(slot.source_dtype, chunk, slot.output_dtype, target);
             } else {
                 input.read_exact(source_offset, target);
             }
@@ -286,10 +284,10 @@ void ExtentCopier::copy_slot(OutputStream& out, const SlotCopy& slot, std::uint3
             }
         }
     }
-    if (position != slot.offset + tensor.output_bytes()) {
-        throw_internal_error("tensor '" + tensor.name + "' filled " +
+    if (position != slot.offset + slot.length) {
+        throw_internal_error("tensor '" + std::string(slot.name) + "' filled " +
                              std::to_string(position - slot.offset) + " of its " +
-                             std::to_string(tensor.output_bytes()) + " output bytes");
+                             std::to_string(slot.length) + " output bytes");
     }
 }
 

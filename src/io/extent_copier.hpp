@@ -21,16 +21,17 @@
 #include <functional>
 #include <memory>
 #include <span>
+#include <string_view>
 #include <vector>
 
+#include "common/dtype.hpp"
+#include "common/extent.hpp"
 #include "io/input_files.hpp"
 #include "io/posix_file.hpp"
 #include "io/write_behind.hpp"
-#include "plan/tensor_plan.hpp"
+#include "zero2fp32/options.hpp"
 
 namespace z2f::io {
-
-enum class IoBackend : std::uint8_t { kMmap, kPread, kCopyFileRange };
 
 struct CopyOptions {
     IoBackend backend = IoBackend::kPread;
@@ -44,12 +45,17 @@ struct CopyOptions {
     bool compare = false;
 };
 
-// One tensor to place: its source (for an alias being written out again, the owner's
-// extents), its output slot, and whether the slot's CRC-32 is wanted.
+// One tensor to place: its source extents (their concatenation is the tensor's data in
+// `source_dtype`), the dtype it is written in, its output slot, and whether the slot's CRC-32
+// is wanted. `name` only serves error messages.
 struct SlotCopy {
-    const plan::PlannedTensor* tensor = nullptr;
+    std::span<const SourceExtent> extents;
+    DType source_dtype = DType::kF32;
+    DType output_dtype = DType::kF32;
     std::uint64_t offset = 0;
+    std::uint64_t length = 0;  // output bytes
     bool want_crc = false;
+    std::string_view name;
 };
 
 class ExtentCopier {

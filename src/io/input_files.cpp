@@ -2,11 +2,11 @@
 
 #include <algorithm>
 
-#include "zero2fp32/error.hpp"
+#include "common/errors.hpp"
 
 namespace z2f::io {
 
-InputFiles::InputFiles(std::vector<plan::InputFile> inputs, std::size_t max_open)
+InputFiles::InputFiles(std::vector<InputFile> inputs, std::size_t max_open)
     : inputs_(std::move(inputs)), max_open_(std::max<std::size_t>(max_open, 1)) {}
 
 std::size_t InputFiles::default_capacity() {
@@ -32,7 +32,7 @@ const File& InputFiles::get(std::uint32_t index) {
         lru_.pop_back();
         open_.erase(victim);
     }
-    const plan::InputFile& input = inputs_.at(index);
+    const InputFile& input = inputs_.at(index);
     File file = File::open_read(input.path);
     std::uint64_t size = file.size();
     if (size != input.size) {

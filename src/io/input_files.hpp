@@ -13,19 +13,19 @@
 #include <unordered_map>
 #include <vector>
 
+#include "common/extent.hpp"
 #include "io/posix_file.hpp"
-#include "plan/tensor_plan.hpp"
 
 namespace z2f::io {
 
 class InputFiles {
   public:
-    InputFiles(std::vector<plan::InputFile> inputs, std::size_t max_open);
+    InputFiles(std::vector<InputFile> inputs, std::size_t max_open);
 
     const File& get(std::uint32_t index);
     // The file if it is open now, else nullptr (never opens one).
     const File* find_open(std::uint32_t index) const;
-    const plan::InputFile& info(std::uint32_t index) const { return inputs_.at(index); }
+    const InputFile& info(std::uint32_t index) const { return inputs_.at(index); }
     std::size_t open_count() const noexcept { return lru_.size(); }
     std::size_t peak_open() const noexcept { return peak_open_; }
     std::uint64_t opens() const noexcept { return opens_; }
@@ -39,7 +39,7 @@ class InputFiles {
         File file;
         std::list<std::uint32_t>::iterator position;
     };
-    std::vector<plan::InputFile> inputs_;
+    std::vector<InputFile> inputs_;
     std::size_t max_open_;
     std::list<std::uint32_t> lru_;  // most recent first
     std::unordered_map<std::uint32_t, Entry> open_;

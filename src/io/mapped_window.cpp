@@ -7,7 +7,7 @@
 
 #include <sys/mman.h>
 
-#include "zero2fp32/error.hpp"
+#include "common/errors.hpp"
 
 namespace z2f::io {
 namespace {

@@ -15,7 +15,7 @@
 #include <sys/stat.h>
 #include <sys/statvfs.h>
 
-#include "zero2fp32/error.hpp"
+#include "common/errors.hpp"
 
 namespace z2f::io {
 namespace {

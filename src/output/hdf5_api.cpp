@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-#include "zero2fp32/error.hpp"
+#include "common/errors.hpp"
 
 namespace z2f::output::hdf5 {
 namespace {

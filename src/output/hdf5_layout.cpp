@@ -9,9 +9,9 @@
 #include <utility>
 #include <vector>
 
+#include "common/errors.hpp"
 #include "output/hdf5_api.hpp"
 #include "output/hdf5_recording_driver.hpp"
-#include "zero2fp32/error.hpp"
 
 #if !H5_VERSION_GE(1, 10, 2)
 #error "HDF5 >= 1.10.2 is needed (H5F_LIBVER_V18 as a library version bound)"
@@ -45,7 +45,7 @@ struct FileTensor {
     std::int64_t link_target = -1;
 };
 
-std::string quoted(std::string_view text) {
+std::string quote_name(std::string_view text) {
     std::string out = "'";
     out += text;
     out += "'";
@@ -55,7 +55,7 @@ std::string quoted(std::string_view text) {
 [[noreturn]] void throw_bad_name(std::string_view file, std::string_view name,
                                  std::string_view why) {
     throw_unsupported(
-        file, "tensor name " + quoted(name) + " cannot be stored in HDF5: " + std::string(why));
+        file, "tensor name " + quote_name(name) + " cannot be stored in HDF5: " + std::string(why));
 }
 
 // Checks that every name is a usable HDF5 path and that no name is both an object and a group
@@ -95,7 +95,7 @@ void check_names(std::string_view file, const std::vector<FileTensor>& tensors) 
                                          "names dataset)");
                 }
                 if (it->second == Kind::kObject) {
-                    throw_bad_name(file, name, quoted(prefix) + " is a tensor, not a group");
+                    throw_bad_name(file, name, quote_name(prefix) + " is a tensor, not a group");
                 }
             }
             if (last) {
@@ -131,7 +131,7 @@ std::vector<FileTensor> file_tensors(std::string_view file, const plan::TensorPl
             return -1;
         }
         if (static_cast<std::uint64_t>(tensor.alias_of) >= plan.tensors.size()) {
-            throw_internal_error(std::string(file) + ": alias " + quoted(tensor.name) +
+            throw_internal_error(std::string(file) + ": alias " + quote_name(tensor.name) +
                                  " points outside the plan");
         }
         return position.contains(static_cast<std::uint32_t>(tensor.alias_of)) ? tensor.alias_of
@@ -149,16 +149,17 @@ std::vector<FileTensor> file_tensors(std::string_view file, const plan::TensorPl
                 break;
             }
             if (steps > tensors.size()) {
-                throw_internal_error(std::string(file) + ": alias " + quoted(entry.tensor->name) +
-                                     " is part of an alias cycle");
+                throw_internal_error(std::string(file) + ": alias " +
+                                     quote_name(entry.tensor->name) + " is part of an alias cycle");
             }
             target = next;
         }
         const plan::PlannedTensor& owner = plan.tensors[static_cast<std::size_t>(target)];
         if (owner.shape != entry.tensor->shape ||
             owner.output_dtype != entry.tensor->output_dtype) {
-            throw_internal_error(std::string(file) + ": alias " + quoted(entry.tensor->name) +
-                                 " differs in shape or dtype from its owner " + quoted(owner.name));
+            throw_internal_error(std::string(file) + ": alias " + quote_name(entry.tensor->name) +
+                                 " differs in shape or dtype from its owner " +
+                                 quote_name(owner.name));
         }
         entry.link_target = target;
     }
@@ -169,7 +170,7 @@ std::uint64_t checked_output_bytes(std::string_view file, const plan::PlannedTen
     std::uint64_t bytes = dtype_size(tensor.output_dtype);
     for (std::uint64_t dim : tensor.shape) {
         if (__builtin_mul_overflow(bytes, dim, &bytes)) {
-            throw_unsupported(file, "tensor " + quoted(tensor.name) + " is too large");
+            throw_unsupported(file, "tensor " + quote_name(tensor.name) + " is too large");
         }
     }
     return bytes;
@@ -334,8 +335,8 @@ void create_parent_groups(hid_t file, const std::string& name, const PropertyLis
         if (!groups.contains(path)) {
             Handle group = checked(H5Gcreate2(file, path.c_str(), lists.link_create.get(),
                                               lists.group_create.get(), hdf5::default_plist()),
-                                   H5Gclose, "creating group " + quoted(path));
-            group.close("closing group " + quoted(path));
+                                   H5Gclose, "creating group " + quote_name(path));
+            group.close("closing group " + quote_name(path));
             groups.insert(std::move(path));
         }
         slash = name.find('/', slash + 1);
@@ -377,13 +378,14 @@ Handle tensor_dataspace(std::string_view file, const plan::PlannedTensor& tensor
         return checked(H5Screate(H5S_SCALAR), H5Sclose, "creating a scalar dataspace");
     }
     if (tensor.shape.size() > H5S_MAX_RANK) {
-        throw_unsupported(
-            file, "tensor " + quoted(tensor.name) + " has " + std::to_string(tensor.shape.size()) +
-                      " dimensions; HDF5 allows at most " + std::to_string(H5S_MAX_RANK));
+        throw_unsupported(file, "tensor " + quote_name(tensor.name) + " has " +
+                                    std::to_string(tensor.shape.size()) +
+                                    " dimensions; HDF5 allows at most " +
+                                    std::to_string(H5S_MAX_RANK));
     }
     std::vector<hsize_t> dims(tensor.shape.begin(), tensor.shape.end());
     return checked(H5Screate_simple(static_cast<int>(dims.size()), dims.data(), nullptr), H5Sclose,
-                   "creating the dataspace of " + quoted(tensor.name));
+                   "creating the dataspace of " + quote_name(tensor.name));
 }
 
 // Creates the dataset of one tensor and returns its slot (length 0 for an empty tensor).
@@ -394,14 +396,14 @@ TensorSlot create_tensor_dataset(std::string_view file_name, hid_t file, const F
     const std::uint64_t bytes = checked_output_bytes(file_name, tensor);
     ElementType element = element_type(tensor.output_dtype, options.bf16_as_float);
     if (H5Tget_size(element.type.get()) != dtype_size(tensor.output_dtype)) {
-        throw_internal_error("HDF5 layout: element type of " + quoted(tensor.name) +
+        throw_internal_error("HDF5 layout: element type of " + quote_name(tensor.name) +
                              " has the wrong size");
     }
     Handle space = tensor_dataspace(file_name, tensor);
     Handle dataset = checked(
         H5Dcreate2(file, tensor.name.c_str(), element.type.get(), space.get(),
                    lists.link_create.get(), lists.dataset_create.get(), hdf5::default_plist()),
-        H5Dclose, "creating dataset " + quoted(tensor.name));
+        H5Dclose, "creating dataset " + quote_name(tensor.name));
     if (!element.dtype_attribute.empty()) {
         write_string_attribute(dataset.get(), "dtype", element.dtype_attribute);
     }
@@ -410,10 +412,10 @@ TensorSlot create_tensor_dataset(std::string_view file_name, hid_t file, const F
     if (bytes > 0) {
         const haddr_t offset = H5Dget_offset(dataset.get());
         if (offset == hdf5::undefined_address()) {
-            hdf5::throw_error("finding the data offset of " + quoted(tensor.name));
+            hdf5::throw_error("finding the data offset of " + quote_name(tensor.name));
         }
         if (H5Dget_storage_size(dataset.get()) != bytes) {
-            throw_internal_error("HDF5 layout: dataset " + quoted(tensor.name) + " got " +
+            throw_internal_error("HDF5 layout: dataset " + quote_name(tensor.name) + " got " +
                                  std::to_string(H5Dget_storage_size(dataset.get())) +
                                  " bytes of storage, expected " + std::to_string(bytes));
         }
@@ -422,7 +424,7 @@ TensorSlot create_tensor_dataset(std::string_view file_name, hid_t file, const F
         recorded.reserve_raw(offset, bytes);
         slot.offset = offset;
     }
-    dataset.close("closing dataset " + quoted(tensor.name));
+    dataset.close("closing dataset " + quote_name(tensor.name));
     return slot;
 }
 
@@ -491,7 +493,7 @@ OutputFileLayout layout_hdf5_file(std::string file_name, const plan::TensorPlan&
         PropertyLists lists = make_property_lists(recorded);
         Handle file = checked(H5Fcreate(layout.name.c_str(), hdf5::create_truncate_flag(),
                                         lists.file_create.get(), lists.file_access.get()),
-                              H5Fclose, "creating " + quoted(layout.name) + " in memory");
+                              H5Fclose, "creating " + quote_name(layout.name) + " in memory");
         const hid_t id = file.get();
 
         write_string_attribute(id, "format", "zero2fp32");
@@ -523,9 +525,9 @@ OutputFileLayout layout_hdf5_file(std::string file_name, const plan::TensorPlan&
                 plan.tensors[static_cast<std::size_t>(entry.link_target)].name;
             check(H5Lcreate_hard(id, target.c_str(), id, entry.tensor->name.c_str(),
                                  lists.link_create.get(), hdf5::default_plist()),
-                  "linking alias " + quoted(entry.tensor->name) + " to " + quoted(target));
+                  "linking alias " + quote_name(entry.tensor->name) + " to " + quote_name(target));
         }
-        file.close("closing " + quoted(layout.name) + " (writing its metadata)");
+        file.close("closing " + quote_name(layout.name) + " (writing its metadata)");
     } catch (const Error& error) {
         // Name the file in every message, and add the driver's reason when there is one (HDF5
         // itself only says "driver write request failed").

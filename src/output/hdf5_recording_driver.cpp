@@ -16,8 +16,8 @@
 #include <type_traits>
 #include <utility>
 
+#include "common/errors.hpp"
 #include "output/hdf5_api.hpp"
-#include "zero2fp32/error.hpp"
 
 namespace z2f::output::hdf5 {
 namespace {

@@ -3,8 +3,8 @@
 #include <algorithm>
 #include <vector>
 
+#include "common/errors.hpp"
 #include "output/json_escape.hpp"
-#include "zero2fp32/error.hpp"
 
 namespace z2f::output {
 namespace {

@@ -2,69 +2,13 @@
 
 #include <cstdint>
 
-#include "zero2fp32/error.hpp"
+#include "common/errors.hpp"
+#include "common/utf8.hpp"
 
 namespace z2f::output {
 namespace {
 
 constexpr char kHex[] = "0123456789abcdef";
-
-// One decoded code point: its value and how many bytes it took; length 0 means invalid.
-struct Decoded {
-    char32_t code_point = 0;
-    std::size_t length = 0;
-};
-
-bool is_continuation(unsigned char byte) noexcept {
-    return (byte & 0xC0u) == 0x80u;
-}
-
-// Decodes the sequence at text[pos] following RFC 3629 (shortest form only, at most U+10FFFF).
-// With `allow_surrogates`, ED A0..BF xx (U+D800..U+DFFF) is accepted too.
-Decoded decode_at(std::string_view text, std::size_t pos, bool allow_surrogates) noexcept {
-    const auto byte = [&](std::size_t i) { return static_cast<unsigned char>(text[pos + i]); };
-    const std::size_t left = text.size() - pos;
-    const unsigned char lead = byte(0);
-    if (lead < 0x80u) {
-        return {lead, 1};
-    }
-    std::size_t length = 0;
-    char32_t value = 0;
-    unsigned char min_second = 0x80u;
-    unsigned char max_second = 0xBFu;
-    if (lead >= 0xC2u && lead <= 0xDFu) {
-        length = 2;
-        value = lead & 0x1Fu;
-    } else if (lead >= 0xE0u && lead <= 0xEFu) {
-        length = 3;
-        value = lead & 0x0Fu;
-        if (lead == 0xE0u) {
-            min_second = 0xA0u;  // shorter forms are overlong
-        } else if (lead == 0xEDu && !allow_surrogates) {
-            max_second = 0x9Fu;  // ED A0.. encodes U+D800..U+DFFF
-        }
-    } else if (lead >= 0xF0u && lead <= 0xF4u) {
-        length = 4;
-        value = lead & 0x07u;
-        if (lead == 0xF0u) {
-            min_second = 0x90u;
-        } else if (lead == 0xF4u) {
-            max_second = 0x8Fu;  // above U+10FFFF otherwise
-        }
-    } else {
-        return {};
-    }
-    if (left < length || byte(1) < min_second || byte(1) > max_second) {
-        return {};
-    }
-    for (std::size_t i = 1; i < length; ++i) {
-        if (!is_continuation(byte(i))) {
-            return {};
-        }
-        value = (value << 6) | (byte(i) & 0x3Fu);
-    }
-    return {value, length};
-}
 
 void append_u_escape(std::string& out, char32_t unit) {
     out += "\\u";
@@ -106,24 +50,8 @@ char short_escape(unsigned char c) noexcept {
 
 }  // namespace
 
-bool is_valid_utf8(std::string_view text) noexcept {
-    std::size_t pos = 0;
-    while (pos < text.size()) {
-        if (static_cast<unsigned char>(text[pos]) < 0x80u) {
-            ++pos;  // the common case, kept out of the decoder
-            continue;
-        }
-        const Decoded d = decode_at(text, pos, false);
-        if (d.length == 0) {
-            return false;
-        }
-        pos += d.length;
-    }
-    return true;
-}
-
 void append_json_string_serde(std::string& out, std::string_view text, std::string_view what) {
-    if (!is_valid_utf8(text)) {
+    if (!is_valid_utf8(text, Surrogates::kRefuse)) {
         throw_bad_utf8(text, what);
     }
     out += '"';
@@ -150,7 +78,7 @@ void append_json_string_python(std::string& out, std::string_view text, std::str
     std::string escaped = "\"";
     std::size_t pos = 0;
     while (pos < text.size()) {
-        const Decoded d = decode_at(text, pos, true);
+        const Utf8Char d = decode_utf8_at(text, pos, Surrogates::kAllow);
         if (d.length == 0) {
             throw_bad_utf8(text, what);
         }

@@ -25,9 +25,6 @@
 
 namespace z2f::output {
 
-// True when `text` is valid UTF-8 (no overlong forms, no surrogates, nothing above U+10FFFF).
-bool is_valid_utf8(std::string_view text) noexcept;
-
 // Appends `"text"` escaped as serde_json does. Throws an input error naming the string (with
 // its bytes shown as \xNN) when it is not valid UTF-8; `what` says what the string is, e.g.
 // "tensor name".

@@ -15,12 +15,13 @@
 #include <cstddef>
 #include <cstdint>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
-namespace z2f::output {
+#include "zero2fp32/options.hpp"
 
-enum class OutputFormat : std::uint8_t { kSafetensors, kTorch, kHdf5 };
+namespace z2f::output {
 
 struct FixedRegion {
     std::uint64_t offset = 0;
@@ -52,10 +53,16 @@ struct OutputFileLayout {
     std::uint64_t size = 0;
     std::vector<FixedRegion> fixed;
     std::vector<TensorSlot> slots;  // ascending offsets
-    // Torch zip only: the records, so that the tail can be built from the slots' CRCs.
+    // Zip archives (torch `.bin`): the records, so that the tail can be built from the slots'
+    // CRCs once they are known. Empty when the file has no CRC-dependent bytes.
     std::vector<ZipEntry> zip_entries;
 
-    bool needs_slot_crcs() const noexcept { return format == OutputFormat::kTorch; }
+    bool has_crc_tail() const noexcept { return !zip_entries.empty(); }
 };
+
+// The bytes that depend on the slots' CRC-32s, in slot order: for zip archives the data
+// descriptors, the central directory and the end records. Empty without a CRC tail.
+std::vector<FixedRegion> crc_tail(const OutputFileLayout& layout,
+                                  std::span<const std::uint32_t> slot_crcs);
 
 }  // namespace z2f::output

@@ -2,12 +2,12 @@
 
 #include <algorithm>
 
+#include "common/errors.hpp"
 #include "output/hdf5_layout.hpp"
 #include "output/index_json.hpp"
 #include "output/safetensors_layout.hpp"
 #include "output/shard_split.hpp"
 #include "output/torch_bin_layout.hpp"
-#include "zero2fp32/error.hpp"
 
 namespace z2f::output {
 

@@ -5,8 +5,8 @@
 #include <vector>
 
 #include "common/bytes.hpp"
+#include "common/errors.hpp"
 #include "output/json_escape.hpp"
-#include "zero2fp32/error.hpp"
 
 namespace z2f::output {
 namespace {

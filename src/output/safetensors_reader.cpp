@@ -8,9 +8,9 @@
 #include <nlohmann/json.hpp>
 
 #include "common/bytes.hpp"
+#include "common/errors.hpp"
 #include "output/json_escape.hpp"
 #include "output/safetensors_layout.hpp"
-#include "zero2fp32/error.hpp"
 
 namespace z2f::output {
 namespace {

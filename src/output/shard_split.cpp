@@ -4,7 +4,7 @@
 #include <cstdio>
 #include <limits>
 
-#include "zero2fp32/error.hpp"
+#include "common/errors.hpp"
 
 namespace z2f::output {
 namespace {

@@ -6,9 +6,9 @@
 
 #include "common/bytes.hpp"
 #include "common/crc32.hpp"
+#include "common/errors.hpp"
 #include "container/zip_writer.hpp"
 #include "pickle/pickle_writer.hpp"
-#include "zero2fp32/error.hpp"
 
 namespace z2f::output {
 
@@ -158,13 +158,13 @@ OutputFileLayout layout_torch_bin_file(std::string file_name, const plan::Tensor
     return layout;
 }
 
-std::vector<FixedRegion> torch_bin_tail(const OutputFileLayout& layout,
-                                        std::span<const std::uint32_t> slot_crcs) {
-    if (layout.format != OutputFormat::kTorch) {
-        throw_internal_error("torch_bin_tail: '" + layout.name + "' is not a torch layout");
+std::vector<FixedRegion> crc_tail(const OutputFileLayout& layout,
+                                  std::span<const std::uint32_t> slot_crcs) {
+    if (!layout.has_crc_tail()) {
+        return {};
     }
     if (slot_crcs.size() != layout.slots.size()) {
-        throw_internal_error("torch_bin_tail: " + std::to_string(slot_crcs.size()) + " CRCs for " +
+        throw_internal_error("crc_tail: " + std::to_string(slot_crcs.size()) + " CRCs for " +
                              std::to_string(layout.slots.size()) + " slots");
     }
     std::vector<FixedRegion> tail;
@@ -174,7 +174,7 @@ std::vector<FixedRegion> torch_bin_tail(const OutputFileLayout& layout,
         zip::RecordPlacement placement =
             zip::place_record(entry.local_header_offset, entry.name, entry.size);
         if (placement.data_offset() != entry.data_offset) {
-            throw_internal_error("torch_bin_tail: entry '" + entry.name + "' was moved");
+            throw_internal_error("crc_tail: entry '" + entry.name + "' was moved");
         }
         std::uint32_t crc = 0;
         if (entry.crc32) {
@@ -187,7 +187,7 @@ std::vector<FixedRegion> torch_bin_tail(const OutputFileLayout& layout,
                 tail.push_back({placement.descriptor_offset(), descriptor.take()});
             }
         } else {
-            throw_internal_error("torch_bin_tail: entry '" + entry.name + "' has no CRC source");
+            throw_internal_error("crc_tail: entry '" + entry.name + "' has no CRC source");
         }
         zip::write_central_header(directory, entry.name, placement, crc);
         cd_offset = placement.end_offset();
@@ -195,7 +195,7 @@ std::vector<FixedRegion> torch_bin_tail(const OutputFileLayout& layout,
     std::uint64_t cd_size = directory.size();
     zip::write_end_records(directory, layout.zip_entries.size(), cd_offset, cd_size);
     if (cd_offset + directory.size() != layout.size) {
-        throw_internal_error("torch_bin_tail: tail of '" + layout.name +
+        throw_internal_error("crc_tail: tail of '" + layout.name +
                              "' does not end at the layout size");
     }
     tail.push_back({cd_offset, directory.take()});

@@ -32,7 +32,7 @@
 //   fixed regions  every local header, and the whole of data.pkl, byteorder and version
 //                  (header, data and data descriptor: their CRCs are known up front)
 //   slots          the data of each data/<k> record, one slot per storage, in file order
-//   tail           (torch_bin_tail) the data descriptor after each non-empty storage, the central
+//   tail           (crc_tail) the data descriptor after each non-empty storage, the central
 //                  directory and the end records: their offsets are fixed, only the CRC bytes
 //                  wait for the data. layout.size already counts them.
 #pragma once
@@ -54,11 +54,8 @@ namespace z2f::output {
 OutputFileLayout layout_torch_bin_file(std::string file_name, const plan::TensorPlan& plan,
                                        std::span<const std::uint32_t> tensor_indices);
 
-// The CRC-dependent bytes of a layout from layout_torch_bin_file, once slot_crcs[i] (the CRC-32
-// of slot i's bytes) is known: one region per data descriptor of a non-empty storage, then one
-// region with the central directory and the end records. Together with the fixed regions and
-// the slots they cover [0, layout.size) exactly.
-std::vector<FixedRegion> torch_bin_tail(const OutputFileLayout& layout,
-                                        std::span<const std::uint32_t> slot_crcs);
+// crc_tail (output_layout.hpp) builds the tail of these layouts: one region per data
+// descriptor of a non-empty storage, then one region with the central directory and the end
+// records. Together with the fixed regions and the slots they cover [0, layout.size) exactly.
 
 }  // namespace z2f::output

@@ -57,11 +57,11 @@ Agreement agree(const Communicator& comm, const Outcome& local) {
     }
     if (!agreement.ok) {
         if (interrupted) {
-            agreement.exit_code = ExitCode::kInterrupted;
+            agreement.kind = ErrorKind::kInterrupted;
         } else if (!agreement.failures.empty()) {
-            agreement.exit_code = exit_code_for(agreement.failures.front().kind);
+            agreement.kind = agreement.failures.front().kind;
         } else {
-            agreement.exit_code = ExitCode::kConversionError;  // stopped without a reason: a bug
+            agreement.kind = ErrorKind::kInternal;  // stopped without a reason: a bug
             agreement.failures.push_back(
                 {0, ErrorKind::kInternal, "internal error: ranks stopped without a failure"});
         }

@@ -2,8 +2,8 @@
 //
 // Each rank runs a phase inside `capture()`, which turns any exception into an Outcome instead
 // of letting it escape; then all ranks call `agree()` (an all-gather of the outcomes). Every
-// rank learns every failure, in rank order, and derives the same exit code: interrupted (3) if
-// any rank was interrupted, else the code of the lowest failing rank's error. A rank that only
+// rank learns every failure, in rank order, and derives the same failure kind: interrupted if
+// any rank was interrupted, else the kind of the lowest failing rank's error. A rank that only
 // stopped because another one failed reports kStopped, which is not a failure of its own.
 #pragma once
 
@@ -14,8 +14,8 @@
 #include <utility>
 #include <vector>
 
+#include "common/errors.hpp"
 #include "parallel/communicator.hpp"
-#include "zero2fp32/error.hpp"
 
 namespace z2f::parallel {
 
@@ -65,7 +65,9 @@ struct Failure {
 struct Agreement {
     bool ok = true;
     std::vector<Failure> failures;  // rank order
-    ExitCode exit_code = ExitCode::kOk;
+    // The run's failure kind: kInterrupted if any rank was interrupted, else the lowest failing
+    // rank's.
+    ErrorKind kind = ErrorKind::kInternal;
     // Messages without repeats (a deterministic error is raised by every rank alike).
     std::vector<std::string> distinct_messages() const;
 };

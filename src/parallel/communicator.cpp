@@ -5,7 +5,7 @@
 #include <limits>
 #include <thread>
 
-#include "zero2fp32/error.hpp"
+#include "common/errors.hpp"
 
 namespace z2f::parallel {
 

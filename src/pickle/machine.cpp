@@ -5,7 +5,8 @@
 #include <unordered_map>
 
 #include "common/bytes.hpp"
-#include "zero2fp32/error.hpp"
+#include "common/errors.hpp"
+#include "common/utf8.hpp"
 
 namespace z2f::pickle {
 namespace {
@@ -230,44 +231,6 @@ std::string opcode_name(std::uint8_t op) {
     return name;
 }
 
-// Accepts UTF-8 including encoded surrogates, as Python's 'surrogatepass' decoding does.
-bool is_valid_utf8(std::string_view text) noexcept {
-    std::size_t i = 0;
-    while (i < text.size()) {
-        auto c = static_cast<unsigned char>(text[i]);
-        std::size_t extra;
-        std::uint32_t min;
-        std::uint32_t code;
-        if (c < 0x80) {
-            ++i;
-            continue;
-        } else if ((c & 0xE0) == 0xC0) {
-            extra = 1, min = 0x80, code = c & 0x1Fu;
-        } else if ((c & 0xF0) == 0xE0) {
-            extra = 2, min = 0x800, code = c & 0x0Fu;
-        } else if ((c & 0xF8) == 0xF0) {
-            extra = 3, min = 0x10000, code = c & 0x07u;
-        } else {
-            return false;
-        }
-        if (text.size() - i <= extra) {
-            return false;
-        }
-        for (std::size_t k = 1; k <= extra; ++k) {
-            auto next = static_cast<unsigned char>(text[i + k]);
-            if ((next & 0xC0) != 0x80) {
-                return false;
-            }
-            code = (code << 6) | (next & 0x3Fu);
-        }
-        if (code < min || code > 0x10FFFF) {
-            return false;
-        }
-        i += extra + 1;
-    }
-    return true;
-}
-
 void append_utf8(std::string& out, std::uint32_t code) {
     if (code < 0x80) {
         out += static_cast<char>(code);
@@ -412,7 +375,7 @@ class Machine {
         }
     }
     Value make_str(std::string text) {
-        if (!is_valid_utf8(text)) {
+        if (!is_valid_utf8(text, Surrogates::kAllow)) {
             fail("string is not valid UTF-8");
         }
         Str* str = doc_.make<Str>();

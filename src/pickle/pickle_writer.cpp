@@ -4,7 +4,7 @@
 #include <bit>
 #include <string>
 
-#include "zero2fp32/error.hpp"
+#include "common/errors.hpp"
 
 namespace z2f::pickle {
 namespace {

@@ -5,7 +5,7 @@
 #include <unordered_set>
 
 #include "common/checked_math.hpp"
-#include "zero2fp32/error.hpp"
+#include "common/errors.hpp"
 
 namespace z2f::plan {
 namespace {
@@ -281,7 +281,7 @@ class Planner {
         }
         for (const auto& [name, shape] : *meta_.model.frozen_param_shapes) {
             std::uint64_t numel = *checked_numel(shape);
-            std::uint64_t part = ceil_div(numel, world_);
+            std::uint64_t part = stage3_slice(numel, world_, 0).per_rank;
             PlannedTensor tensor;
             tensor.name = name;
             tensor.shape = shape;
@@ -316,8 +316,7 @@ class Planner {
                                   " elements, expected ceil(" + std::to_string(numel) + " / " +
                                   std::to_string(world_) + ") = " + std::to_string(part));
                 }
-                std::uint64_t begin = std::min<std::uint64_t>(numel, std::uint64_t{r} * part);
-                std::uint64_t count = std::min(part, numel - begin);
+                std::uint64_t count = stage3_slice(numel, world_, r).count;
                 if (count > 0) {
                     std::uint64_t item = dtype_size(ref.dtype);
                     tensor.extents.push_back({ref.file, ref.offset, count * item});
@@ -439,15 +438,14 @@ class Planner {
         for (const auto& group : shapes) {
             for (const auto& [name, shape] : group) {
                 std::uint64_t numel = *checked_numel(shape);
-                std::uint64_t part = ceil_div(numel, world_);
+                std::uint64_t part = stage3_slice(numel, world_, 0).per_rank;
                 if (part > per_rank - std::min(offset, per_rank)) {
                     offset += part;  // reported below with the totals
                     continue;
                 }
                 PlannedTensor tensor = trainable(name, shape, source);
                 for (std::uint32_t r = 0; r < world_ && numel > 0; ++r) {
-                    std::uint64_t begin = std::min<std::uint64_t>(numel, std::uint64_t{r} * part);
-                    ranks[r].extents(offset, std::min(part, numel - begin), tensor.extents);
+                    ranks[r].extents(offset, stage3_slice(numel, world_, r).count, tensor.extents);
                 }
                 add(std::move(tensor), model_path());
                 offset += part;
@@ -505,6 +503,14 @@ class Planner {
 };
 
 }  // namespace
+
+Stage3Slice stage3_slice(std::uint64_t numel, std::uint32_t world, std::uint32_t rank) noexcept {
+    Stage3Slice slice;
+    slice.per_rank = world == 0 ? 0 : (numel + world - 1) / world;
+    slice.begin = std::min<std::uint64_t>(numel, std::uint64_t{rank} * slice.per_rank);
+    slice.count = std::min(slice.per_rank, numel - slice.begin);
+    return slice;
+}
 
 ConsolidationPlan plan_consolidation(const checkpoint::CheckpointMeta& meta,
                                      const PlanOptions& options) {

@@ -29,10 +29,9 @@
 #include "checkpoint/checkpoint_meta.hpp"
 #include "common/dtype.hpp"
 #include "plan/tensor_plan.hpp"
+#include "zero2fp32/options.hpp"
 
 namespace z2f::plan {
-
-enum class Stage1Frozen : std::uint8_t { kEmit, kSkip };
 
 struct PlanOptions {
     DType dtype = DType::kF32;
@@ -47,6 +46,16 @@ struct ConsolidationPlan {
     std::vector<std::string> warnings;  // things the user should know (printed always)
     std::vector<std::string> notes;     // informational (printed with -v)
 };
+
+// ZeRO-3's partitioning of one parameter of `numel` elements over `world` ranks: every rank holds
+// per_rank = ceil(numel / world) elements (the last ones padding), rank r the real elements
+// [begin, begin + count) = [r * per_rank, min((r + 1) * per_rank, numel)), possibly none.
+struct Stage3Slice {
+    std::uint64_t per_rank = 0;
+    std::uint64_t begin = 0;
+    std::uint64_t count = 0;
+};
+Stage3Slice stage3_slice(std::uint64_t numel, std::uint32_t world, std::uint32_t rank) noexcept;
 
 ConsolidationPlan plan_consolidation(const checkpoint::CheckpointMeta& meta,
                                      const PlanOptions& options);

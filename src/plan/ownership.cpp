@@ -4,7 +4,7 @@
 #include <numeric>
 #include <tuple>
 
-#include "zero2fp32/error.hpp"
+#include "common/errors.hpp"
 
 namespace z2f::plan {
 namespace {

@@ -3,7 +3,7 @@
 #include <regex>
 #include <unordered_map>
 
-#include "zero2fp32/error.hpp"
+#include "common/errors.hpp"
 
 namespace z2f::plan {
 namespace {

@@ -12,25 +12,10 @@
 #include <vector>
 
 #include "common/dtype.hpp"
+#include "common/extent.hpp"
+#include "zero2fp32/plan.hpp"
 
 namespace z2f::plan {
-
-// A byte range of one input file. `file` indexes TensorPlan::inputs.
-struct SourceExtent {
-    std::uint32_t file = 0;
-    std::uint64_t offset = 0;
-    std::uint64_t length = 0;
-
-    friend bool operator==(const SourceExtent&, const SourceExtent&) = default;
-};
-
-// Where a tensor sits in zero_to_fp32's state dict (docs/deepspeed-format.md §6.5).
-enum class TensorRole : std::uint8_t {
-    kBuffer,     // persistent module buffer, from the model-states file
-    kFrozen,     // requires_grad=False parameter (no fp32 master exists)
-    kTrainable,  // reassembled from the fp32 master partitions
-    kAlias,      // a tied parameter: shares the bytes of another tensor (shared_params)
-};
 
 struct PlannedTensor {
     std::string name;
@@ -47,12 +32,6 @@ struct PlannedTensor {
     std::uint64_t source_bytes() const noexcept { return numel() * dtype_size(source_dtype); }
     std::uint64_t output_bytes() const noexcept { return numel() * dtype_size(output_dtype); }
     bool is_alias() const noexcept { return alias_of >= 0; }
-};
-
-// An input file the plan reads from.
-struct InputFile {
-    std::string path;
-    std::uint64_t size = 0;
 };
 
 struct TensorPlan {

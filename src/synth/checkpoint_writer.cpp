@@ -5,11 +5,11 @@
 #include <set>
 
 #include "common/bytes.hpp"
+#include "common/errors.hpp"
 #include "container/zip_writer.hpp"
 #include "io/posix_file.hpp"
 #include "synth/states_pickles.hpp"
 #include "synth/value_function.hpp"
-#include "zero2fp32/error.hpp"
 
 namespace z2f::synth {
 namespace {

@@ -4,8 +4,8 @@
 #include <cmath>
 #include <cstdint>
 
+#include "common/errors.hpp"
 #include "synth/name_pattern.hpp"
-#include "zero2fp32/error.hpp"
 
 namespace z2f::synth {
 namespace {

@@ -5,8 +5,8 @@
 #include <cstring>
 #include <string>
 
+#include "common/errors.hpp"
 #include "synth/value_function.hpp"
-#include "zero2fp32/error.hpp"
 
 namespace z2f::synth {
 

@@ -1,7 +1,7 @@
 #include "synth/synth_options.hpp"
 
+#include "common/errors.hpp"
 #include "synth/value_function.hpp"
-#include "zero2fp32/error.hpp"
 
 namespace z2f::synth {
 

@@ -4,7 +4,7 @@
 #include <cstring>
 #include <string>
 
-#include "zero2fp32/error.hpp"
+#include "common/errors.hpp"
 
 namespace z2f::synth {
 namespace {

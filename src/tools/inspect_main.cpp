@@ -14,11 +14,12 @@
 
 #include <boost/program_options.hpp>
 
+#include "cli/exit_code.hpp"
+#include "common/errors.hpp"
 #include "container/torch_file.hpp"
 #include "io/posix_file.hpp"
 #include "output/safetensors_reader.hpp"
 #include "pickle/printer.hpp"
-#include "zero2fp32/error.hpp"
 #include "zero2fp32/version.hpp"
 
 namespace po = boost::program_options;
@@ -107,7 +108,7 @@ int main(int argc, char** argv) {
         po::notify(vm);
     } catch (const po::error& error) {
         std::cerr << "zero2fp32-inspect: " << error.what() << " (see --help)\n";
-        return static_cast<int>(z2f::ExitCode::kUsage);
+        return static_cast<int>(z2f::cli::ExitCode::kUsage);
     }
     if (vm.count("help") != 0) {
         std::cout << visible
@@ -121,7 +122,7 @@ int main(int argc, char** argv) {
     }
     if (vm.count("file") == 0) {
         std::cerr << "zero2fp32-inspect: no file given (see --help)\n";
-        return static_cast<int>(z2f::ExitCode::kUsage);
+        return static_cast<int>(z2f::cli::ExitCode::kUsage);
     }
     const auto path = vm["file"].as<std::string>();
     try {
@@ -152,7 +153,7 @@ int main(int argc, char** argv) {
         }
     } catch (const z2f::Error& error) {
         std::cerr << "zero2fp32-inspect: " << error.what() << "\n";
-        return static_cast<int>(z2f::exit_code_for(error.kind()));
+        return static_cast<int>(z2f::cli::exit_code_for(error.kind()));
     }
     return 0;
 }

@@ -14,11 +14,12 @@
 #include <boost/program_options.hpp>
 #include <mpi.h>
 
+#include "cli/exit_code.hpp"
+#include "common/errors.hpp"
 #include "io/posix_file.hpp"
 #include "parallel/mpi_start.hpp"
 #include "synth/checkpoint_writer.hpp"
 #include "synth/synth_options.hpp"
-#include "zero2fp32/error.hpp"
 #include "zero2fp32/version.hpp"
 
 namespace po = boost::program_options;
@@ -240,7 +241,7 @@ int main(int argc, char** argv) {
                          error.what());
         }
         MPI_Finalize();
-        return static_cast<int>(z2f::ExitCode::kUsage);
+        return static_cast<int>(z2f::cli::ExitCode::kUsage);
     }
     if (request.kind != Request::Kind::kRun) {
         if (rank == 0) {
@@ -269,7 +270,7 @@ int main(int argc, char** argv) {
             }
         } catch (const z2f::Error& error) {
             report_error(rank, error);
-            status = static_cast<int>(z2f::exit_code_for(error.kind()));
+            status = static_cast<int>(z2f::cli::exit_code_for(error.kind()));
         }
     }
     status = all_max(status);
@@ -288,7 +289,7 @@ int main(int argc, char** argv) {
             }
         } catch (const z2f::Error& error) {
             report_error(rank, error);
-            status = static_cast<int>(z2f::exit_code_for(error.kind()));
+            status = static_cast<int>(z2f::cli::exit_code_for(error.kind()));
         }
         status = all_max(status);
     }
@@ -301,7 +302,7 @@ int main(int argc, char** argv) {
             z2f::synth::write_latest(request.out_dir, request.options.tag);
         } catch (const z2f::Error& error) {
             report_error(rank, error);
-            status = static_cast<int>(z2f::exit_code_for(error.kind()));
+            status = static_cast<int>(z2f::cli::exit_code_for(error.kind()));
         }
     }
     if (status == 0 && rank == 0 && !request.quiet) {

@@ -22,9 +22,7 @@ export LC_ALL=C
 # Citations in files being rewritten on another branch, which fixes them there:
 # "<file> <cited document>". Each entry must still match something, so that it is removed once
 # the rewrite lands.
-pending=(
-    "src/driver/convert.cpp design.md" # line 1, design.md §2 -> docs/architecture.md, "Phases"
-)
+pending=()
 
 # Every citation as "<file>:<line><TAB><kind><TAB><document>[<TAB><section or title>]".
 citations() {

@@ -186,7 +186,7 @@ void check_plan(const plan::ConsolidationPlan& result) {
             numel ? checked_mul(*numel, dtype_size(tensor.source_dtype)) : std::nullopt;
         expect(expected.has_value(), kTarget, "tensor '" + tensor.name + "' size overflows");
         std::uint64_t total = 0;
-        for (const plan::SourceExtent& extent : tensor.extents) {
+        for (const SourceExtent& extent : tensor.extents) {
             expect(extent.file < plan.inputs.size(), kTarget,
                    "tensor '" + tensor.name + "' reads from an unknown input");
             std::uint64_t file_size = plan.inputs[extent.file].size;
@@ -268,7 +268,7 @@ void plan_checkpoint(const std::string& model_path, const FileReading& model_fil
     plan::PlanOptions slim;
     slim.dtype = DType::kBF16;
     slim.exclude_frozen = true;
-    slim.stage1_frozen = plan::Stage1Frozen::kSkip;
+    slim.stage1_frozen = Stage1Frozen::kSkip;
     for (const plan::PlanOptions* options : {&defaults, &parity, &slim}) {
         run_guarded(kTarget, [&] { check_plan(plan::plan_consolidation(*meta, *options)); });
     }

@@ -9,12 +9,13 @@
 #include <gtest/gtest.h>
 #include <mpi.h>
 
+#include "cli/exit_code.hpp"
 #include "container/torch_file.hpp"
 #include "io/dtype_convert.hpp"
 #include "support/expected_state.hpp"
 #include "support/output_reader.hpp"
 #include "support/test_files.hpp"
-#include "zero2fp32/convert.hpp"
+#include "zero2fp32/mpi.hpp"
 
 namespace z2f {
 namespace {
@@ -55,22 +56,26 @@ std::string output_dir(const std::string& name) {
     return path;
 }
 
+using cli::ExitCode;
+
+// Converts on MPI_COMM_WORLD (collective) and reports the exit code the command line would give.
 ExitCode convert(const std::string& fixture, const std::string& out,
-                 const std::function<void(ConvertOptions&)>& tweak = {}) {
-    ConvertOptions options;
-    options.checkpoint_dir = testing::fixture_path(fixture);
-    options.output_dir = out;
-    options.verbosity = -1;
-    options.progress = ProgressOption::kNever;
+                 const std::function<void(Options&)>& tweak = {}) {
+    Options options;
     if (tweak)
         tweak(options);
-    return run_conversion(options, MPI_COMM_WORLD);
+    try {
+        z2f::convert(testing::fixture_path(fixture), out, options, MPI_COMM_WORLD);
+        return ExitCode::kOk;
+    } catch (const Error& error) {
+        return cli::exit_code_for(error.kind());
+    }
 }
 
-void parity(ConvertOptions& o) {
+void parity(Options& o) {
     o.cast_all_buffers = true;
     o.keep_frozen_dtype = true;
-    o.stage1_frozen = Stage1FrozenOption::kSkip;
+    o.stage1_frozen = Stage1Frozen::kSkip;
 }
 
 const char* kAllFixtures[] = {
@@ -147,7 +152,7 @@ TEST(MpiConversion, ShardedParityIsByteIdenticalIndexIncluded) {
                    Case{"z3_ws2_frozen_bf16", 5'000}}) {
         std::string out = output_dir(std::string("sharded/") + c.fixture);
         ASSERT_EQ(convert(c.fixture, out,
-                          [&](ConvertOptions& o) {
+                          [&](Options& o) {
                               parity(o);
                               o.max_shard_size = c.shard;
                           }),
@@ -178,9 +183,9 @@ TEST(MpiConversion, TorchBinHoldsZeroToFp32sTensors) {
             continue;  // zero_to_fp32 refuses it
         std::string out = output_dir(std::string("torch/") + fixture);
         ASSERT_EQ(convert(fixture, out,
-                          [](ConvertOptions& o) {
+                          [](Options& o) {
                               parity(o);
-                              o.format = FormatOption::kTorch;
+                              o.format = OutputFormat::kTorch;
                           }),
                   ExitCode::kOk);
         if (root()) {
@@ -194,9 +199,9 @@ TEST(MpiConversion, TorchBinHoldsZeroToFp32sTensors) {
     // one storage per tensor instead of zero_to_fp32's whole flat groups.
     std::string out = output_dir("torch_sharded/z2_ws2_fp32");
     ASSERT_EQ(convert("z2_ws2_fp32", out,
-                      [](ConvertOptions& o) {
+                      [](Options& o) {
                           parity(o);
-                          o.format = FormatOption::kTorch;
+                          o.format = OutputFormat::kTorch;
                           o.max_shard_size = 5'000;
                       }),
               ExitCode::kOk);
@@ -219,13 +224,13 @@ TEST(MpiConversion, TiedWeightsInEveryFormat) {
     std::string st = output_dir("tied/safetensors");
     ASSERT_EQ(convert(fixture, st), ExitCode::kOk);
     std::string bin = output_dir("tied/torch");
-    ASSERT_EQ(convert(fixture, bin, [](ConvertOptions& o) { o.format = FormatOption::kTorch; }),
+    ASSERT_EQ(convert(fixture, bin, [](Options& o) { o.format = OutputFormat::kTorch; }),
               ExitCode::kOk);
     std::string h5 = output_dir("tied/hdf5");
-    ASSERT_EQ(convert(fixture, h5, [](ConvertOptions& o) { o.format = FormatOption::kHdf5; }),
+    ASSERT_EQ(convert(fixture, h5, [](Options& o) { o.format = OutputFormat::kHdf5; }),
               ExitCode::kOk);
     std::string untied = output_dir("tied/untied");
-    ASSERT_EQ(convert(fixture, untied, [](ConvertOptions& o) { o.untie = true; }), ExitCode::kOk);
+    ASSERT_EQ(convert(fixture, untied, [](Options& o) { o.untie = true; }), ExitCode::kOk);
     if (!root())
         return;
     auto content = testing::read_safetensors(st + "/model.safetensors");
@@ -247,7 +252,7 @@ TEST(MpiConversion, TiedWeightsInEveryFormat) {
 TEST(MpiConversion, Hdf5HoldsTheEnginesStateDict) {
     for (const char* fixture : {"z2_ws2_frozen_bf16", "z3_ws4_fp32", "z1_ws2_bf16opt"}) {
         std::string out = output_dir(std::string("hdf5/") + fixture);
-        ASSERT_EQ(convert(fixture, out, [](ConvertOptions& o) { o.format = FormatOption::kHdf5; }),
+        ASSERT_EQ(convert(fixture, out, [](Options& o) { o.format = OutputFormat::kHdf5; }),
                   ExitCode::kOk);
         if (!root())
             continue;
@@ -262,10 +267,10 @@ TEST(MpiConversion, Hdf5HoldsTheEnginesStateDict) {
 }
 
 TEST(MpiConversion, HalfPrecisionOutputsRoundTheFp32Masters) {
-    for (DTypeOption option : {DTypeOption::kBf16, DTypeOption::kFp16}) {
-        DType dtype = option == DTypeOption::kBf16 ? DType::kBF16 : DType::kF16;
+    for (DType option : {DType::kBF16, DType::kF16}) {
+        DType dtype = option;
         std::string out = output_dir(std::string("half/") + std::string(safetensors_name(dtype)));
-        ASSERT_EQ(convert("z3_ws2_frozen_bf16", out, [&](ConvertOptions& o) { o.dtype = option; }),
+        ASSERT_EQ(convert("z3_ws2_frozen_bf16", out, [&](Options& o) { o.dtype = option; }),
                   ExitCode::kOk);
         if (!root())
             continue;
@@ -286,22 +291,22 @@ TEST(MpiConversion, HalfPrecisionOutputsRoundTheFp32Masters) {
 
 TEST(MpiConversion, IoBackendsWriteIdenticalBytes) {
     for (const char* fixture : {"z2_ws2_frozen_bf16", "z3_ws4_fp32", "z3_ws2_tied_fp32"}) {
-        for (FormatOption format : {FormatOption::kSafetensors, FormatOption::kTorch}) {
+        for (OutputFormat format : {OutputFormat::kSafetensors, OutputFormat::kTorch}) {
             std::string name =
-                std::string(fixture) + (format == FormatOption::kTorch ? "_torch" : "_st");
+                std::string(fixture) + (format == OutputFormat::kTorch ? "_torch" : "_st");
             std::string pread = output_dir("io/pread_" + name);
             std::string mmap = output_dir("io/mmap_" + name);
             std::string cfr = output_dir("io/cfr_" + name);
-            auto with = [&](IoOption io) {
-                return [=](ConvertOptions& o) {
+            auto with = [&](IoBackend io) {
+                return [=](Options& o) {
                     o.io = io;
                     o.format = format;
                     o.max_shard_size = 4'000;  // several files, several owners
                 };
             };
-            ASSERT_EQ(convert(fixture, pread, with(IoOption::kPread)), ExitCode::kOk);
-            ASSERT_EQ(convert(fixture, mmap, with(IoOption::kMmap)), ExitCode::kOk);
-            ASSERT_EQ(convert(fixture, cfr, with(IoOption::kCopyFileRange)), ExitCode::kOk);
+            ASSERT_EQ(convert(fixture, pread, with(IoBackend::kPread)), ExitCode::kOk);
+            ASSERT_EQ(convert(fixture, mmap, with(IoBackend::kMmap)), ExitCode::kOk);
+            ASSERT_EQ(convert(fixture, cfr, with(IoBackend::kCopyFileRange)), ExitCode::kOk);
             if (root()) {
                 EXPECT_EQ(testing::compare_trees(pread, mmap), "");
                 EXPECT_EQ(testing::compare_trees(pread, cfr), "");
@@ -313,13 +318,13 @@ TEST(MpiConversion, IoBackendsWriteIdenticalBytes) {
 TEST(MpiConversion, OneFileSharedByAllRanks) {
     // --max-shard-size none: a single file, cut into tensor ranges that every rank pwrites.
     std::string safetensors_out;
-    for (FormatOption format :
-         {FormatOption::kSafetensors, FormatOption::kTorch, FormatOption::kHdf5}) {
+    for (OutputFormat format :
+         {OutputFormat::kSafetensors, OutputFormat::kTorch, OutputFormat::kHdf5}) {
         std::string out = output_dir("single_file/" + std::to_string(static_cast<int>(format)));
-        if (format == FormatOption::kSafetensors)
+        if (format == OutputFormat::kSafetensors)
             safetensors_out = out;
         ASSERT_EQ(convert("z3_ws4_fp32", out,
-                          [&](ConvertOptions& o) {
+                          [&](Options& o) {
                               o.format = format;
                               o.max_shard_size.reset();
                               o.buffer_size = 64 << 10;
@@ -335,16 +340,16 @@ TEST(MpiConversion, OneFileSharedByAllRanks) {
 TEST(MpiConversion, VerifyWithABufferNotAWholeNumberOfElements) {
     // --verify splits the buffer in three; 1000 / 3 bytes once left a tail no float fits in,
     // and the compare loop spun forever on zero-element chunks.
-    for (DTypeOption dtype : {DTypeOption::kFp32, DTypeOption::kBf16}) {
-        std::string out = output_dir("odd_buffer/" + std::to_string(static_cast<int>(dtype)));
-        auto odd = [&](ConvertOptions& o) {
+    for (DType dtype : {DType::kF32, DType::kBF16}) {
+        std::string out = output_dir("odd_buffer/" + std::string(dtype_name(dtype)));
+        auto odd = [&](Options& o) {
             o.dtype = dtype;
             o.buffer_size = 1000;
             o.verify = true;
         };
         ASSERT_EQ(convert("z2_ws2_frozen_bf16", out, odd), ExitCode::kOk);
         ASSERT_EQ(convert("z3_ws4_fp32", out,
-                          [&](ConvertOptions& o) {
+                          [&](Options& o) {
                               odd(o);
                               o.overwrite = true;
                           }),

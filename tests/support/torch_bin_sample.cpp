@@ -53,7 +53,7 @@ std::vector<std::uint32_t> realize_torch_layout(const output::OutputFileLayout& 
         file.write_all(slot.offset, bytes);
         crcs.push_back(crc32_of(bytes));
     }
-    for (const output::FixedRegion& region : output::torch_bin_tail(layout, crcs)) {
+    for (const output::FixedRegion& region : output::crc_tail(layout, crcs)) {
         file.write_all(region.offset, region.bytes);
     }
     file.close();
@@ -73,7 +73,7 @@ std::vector<std::byte> realize_torch_layout_in_memory(const output::OutputFileLa
         place(file, slot.offset, bytes);
         crcs.push_back(crc32_of(bytes));
     }
-    for (const output::FixedRegion& region : output::torch_bin_tail(layout, crcs)) {
+    for (const output::FixedRegion& region : output::crc_tail(layout, crcs)) {
         place(file, region.offset, region.bytes);
     }
     return file;
@@ -135,7 +135,7 @@ plan::TensorPlan sample_plan() {
     plan.tensors.push_back(tensor("c.double", {2}, DType::kF64));
     plan.tensors.push_back(tensor("also_empty", {2, 0}, DType::kBF16));
     plan::PlannedTensor tied = tensor("tied.weight", {3, 5}, DType::kF32);
-    tied.role = plan::TensorRole::kAlias;
+    tied.role = TensorRole::kAlias;
     tied.alias_of = 0;
     plan.tensors.push_back(tied);
     return plan;

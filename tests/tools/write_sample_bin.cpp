@@ -151,7 +151,7 @@ void write_huge_sparse(const std::string& dir) {
         file.write_all(slot.offset, bytes);
         crcs.push_back(crc32_of(bytes));
     }
-    for (const output::FixedRegion& region : output::torch_bin_tail(layout, crcs)) {
+    for (const output::FixedRegion& region : output::crc_tail(layout, crcs)) {
         file.write_all(region.offset, region.bytes);
     }
     file.close();

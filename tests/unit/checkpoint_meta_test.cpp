@@ -2,7 +2,7 @@
 #include <gtest/gtest.h>
 
 #include "checkpoint/assemble.hpp"
-#include "zero2fp32/error.hpp"
+#include "common/errors.hpp"
 
 namespace z2f {
 namespace {

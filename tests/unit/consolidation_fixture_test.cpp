@@ -7,11 +7,11 @@
 
 #include "checkpoint/assemble.hpp"
 #include "checkpoint/discovery.hpp"
+#include "common/errors.hpp"
 #include "plan/consolidation.hpp"
 #include "support/expected_state.hpp"
 #include "support/materialize.hpp"
 #include "support/test_files.hpp"
-#include "zero2fp32/error.hpp"
 
 namespace z2f {
 namespace {
@@ -22,7 +22,7 @@ plan::PlanOptions parity_options() {
     plan::PlanOptions options;
     options.cast_all_buffers = true;
     options.keep_frozen_dtype = true;
-    options.stage1_frozen = plan::Stage1Frozen::kSkip;
+    options.stage1_frozen = Stage1Frozen::kSkip;
     return options;
 }
 
@@ -125,7 +125,7 @@ TEST(ConsolidationFixtures, FrozenParametersComeFirstAndStayBf16UnderParity) {
     plan::ConsolidationPlan result = plan_fixture("z3_ws2_frozen_bf16", parity_options());
     ASSERT_GE(result.plan.tensors.size(), 2u);
     EXPECT_EQ(result.plan.tensors[0].name, "fc1.weight");
-    EXPECT_EQ(result.plan.tensors[0].role, plan::TensorRole::kFrozen);
+    EXPECT_EQ(result.plan.tensors[0].role, TensorRole::kFrozen);
     EXPECT_EQ(result.plan.tensors[0].output_dtype, DType::kBF16);
     plan::ConsolidationPlan defaults = plan_fixture("z3_ws2_frozen_bf16", plan::PlanOptions{});
     EXPECT_EQ(defaults.plan.tensors[0].output_dtype, DType::kF32);
@@ -135,7 +135,7 @@ TEST(ConsolidationFixtures, TiedAliasSharesItsOwner) {
     plan::ConsolidationPlan result = plan_fixture("z3_ws2_tied_fp32", plan::PlanOptions{});
     const plan::PlannedTensor& last = result.plan.tensors.back();
     EXPECT_EQ(last.name, "lm_head.weight");
-    EXPECT_EQ(last.role, plan::TensorRole::kAlias);
+    EXPECT_EQ(last.role, TensorRole::kAlias);
     ASSERT_TRUE(last.is_alias());
     EXPECT_EQ(result.plan.tensors[static_cast<std::size_t>(last.alias_of)].name, "embed.weight");
     EXPECT_TRUE(last.extents.empty());

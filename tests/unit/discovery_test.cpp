@@ -6,8 +6,8 @@
 #include <gtest/gtest.h>
 
 #include "checkpoint/natural_sort.hpp"
+#include "common/errors.hpp"
 #include "support/test_files.hpp"
-#include "zero2fp32/error.hpp"
 
 namespace z2f {
 namespace {

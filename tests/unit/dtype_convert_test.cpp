@@ -23,7 +23,7 @@
 #include <gtest/gtest.h>
 #include <zlib.h>
 
-#include "zero2fp32/error.hpp"
+#include "common/errors.hpp"
 
 namespace z2f::io {
 namespace {

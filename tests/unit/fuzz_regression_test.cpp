@@ -12,12 +12,12 @@
 #include <gtest/gtest.h>
 
 #include "checkpoint/states_reader.hpp"
+#include "common/errors.hpp"
 #include "container/torch_file.hpp"
 #include "pickle/machine.hpp"
 #include "pickle/printer.hpp"
 #include "support/test_files.hpp"
 #include "support/zip_builder.hpp"
-#include "zero2fp32/error.hpp"
 
 namespace z2f {
 namespace {

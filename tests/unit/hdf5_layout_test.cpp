@@ -17,9 +17,9 @@
 #include <gtest/gtest.h>
 #include <sys/resource.h>
 
+#include "common/errors.hpp"
 #include "io/posix_file.hpp"
 #include "output/hdf5_api.hpp"
-#include "zero2fp32/error.hpp"
 
 namespace z2f {
 namespace {
@@ -59,7 +59,7 @@ plan::PlannedTensor tensor(std::string name, std::vector<std::uint64_t> shape, D
 plan::PlannedTensor alias(std::string name, const plan::TensorPlan& plan, std::int64_t owner) {
     plan::PlannedTensor t = plan.tensors[static_cast<std::size_t>(owner)];
     t.name = std::move(name);
-    t.role = plan::TensorRole::kAlias;
+    t.role = TensorRole::kAlias;
     t.alias_of = owner;
     t.extents.clear();
     return t;
@@ -230,7 +230,7 @@ void expect_layout_invariants(const output::OutputFileLayout& layout,
         cursor = std::max(cursor, piece.offset + piece.length);
     }
     EXPECT_EQ(cursor, layout.size);
-    EXPECT_EQ(layout.format, output::OutputFormat::kHdf5);
+    EXPECT_EQ(layout.format, OutputFormat::kHdf5);
 }
 
 struct TempDir {
@@ -507,7 +507,7 @@ TEST(Hdf5Layout, RegionsAndSlotsTileTheFile) {
     const output::OutputFileLayout layout =
         output::layout_hdf5_file("model.h5", plan, indices, sample_options());
     EXPECT_EQ(layout.name, "model.h5");
-    EXPECT_FALSE(layout.needs_slot_crcs());
+    EXPECT_FALSE(layout.has_crc_tail());
     EXPECT_TRUE(layout.zip_entries.empty());
     expect_layout_invariants(layout, plan);
 

@@ -8,8 +8,8 @@
 
 #include <gtest/gtest.h>
 
+#include "common/errors.hpp"
 #include "output/hdf5_api.hpp"
-#include "zero2fp32/error.hpp"
 
 namespace z2f::output::hdf5 {
 namespace {

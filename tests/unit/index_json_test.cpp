@@ -2,9 +2,9 @@
 
 #include <gtest/gtest.h>
 
+#include "common/errors.hpp"
 #include "output/shard_split.hpp"
 #include "reference_files.hpp"
-#include "zero2fp32/error.hpp"
 
 namespace z2f {
 namespace {
@@ -64,7 +64,7 @@ struct ReferenceCase {
     std::vector<std::string> order;       // zero_to_fp32 state-dict order
     std::vector<std::string> size_files;  // reference safetensors holding every tensor
     std::uint64_t max_shard_size;
-    output::OutputFormat format;
+    OutputFormat format;
     std::string index_file;
 };
 
@@ -78,25 +78,25 @@ TEST(IndexJson, ByteIdenticalToZeroToFp32IndexFiles) {
         {mlp,
          {"z2_ws2_fp32/ref/safetensors/model.safetensors"},
          5'000,
-         output::OutputFormat::kTorch,
+         OutputFormat::kTorch,
          "z2_ws2_fp32/ref/sharded_bin/pytorch_model.bin.index.json"},
         {mlp,
          {z3ws4 + "model-00001-of-00002.safetensors", z3ws4 + "model-00002-of-00002.safetensors"},
          10'000,
-         output::OutputFormat::kSafetensors,
+         OutputFormat::kSafetensors,
          z3ws4 + "model.safetensors.index.json"},
         {mlp,
          {z3bf16 + "model-00001-of-00003.safetensors", z3bf16 + "model-00002-of-00003.safetensors",
           z3bf16 + "model-00003-of-00003.safetensors"},
          5'000,
-         output::OutputFormat::kSafetensors,
+         OutputFormat::kSafetensors,
          z3bf16 + "model.safetensors.index.json"},
         {{"scale", "fc1.weight", "fc1.bias", "temp", "fc2.weight", "fc2.bias", "norm.weight",
           "norm.bias"},
          {z3frozen + "model-00001-of-00002.safetensors",
           z3frozen + "model-00002-of-00002.safetensors"},
          5'000,
-         output::OutputFormat::kSafetensors,
+         OutputFormat::kSafetensors,
          z3frozen + "model.safetensors.index.json"},
     };
     for (const ReferenceCase& c : cases) {

@@ -4,7 +4,8 @@
 
 #include <gtest/gtest.h>
 
-#include "zero2fp32/error.hpp"
+#include "common/errors.hpp"
+#include "common/utf8.hpp"
 
 namespace z2f {
 namespace {
@@ -65,7 +66,7 @@ TEST(JsonEscape, InvalidUtf8IsAnInputError) {
         "a\xffz",
     };
     for (std::string_view text : bad) {
-        EXPECT_FALSE(output::is_valid_utf8(text)) << output::printable_bytes(text);
+        EXPECT_FALSE(is_valid_utf8(text, Surrogates::kRefuse)) << output::printable_bytes(text);
         try {
             python(text);
             ADD_FAILURE() << output::printable_bytes(text);
@@ -76,10 +77,13 @@ TEST(JsonEscape, InvalidUtf8IsAnInputError) {
         EXPECT_THROW(serde(text), Error) << output::printable_bytes(text);
     }
     // Surrogates are Python-only.
-    EXPECT_FALSE(output::is_valid_utf8("\xed\xa0\x80"));
+    EXPECT_FALSE(is_valid_utf8("\xed\xa0\x80", Surrogates::kRefuse));
     EXPECT_THROW(serde("\xed\xa0\x80"), Error);
-    EXPECT_TRUE(output::is_valid_utf8("\xed\x9f\xbf"));  // U+D7FF
-    EXPECT_TRUE(output::is_valid_utf8(""));
+    EXPECT_TRUE(is_valid_utf8("\xed\x9f\xbf", Surrogates::kRefuse));  // U+D7FF
+    EXPECT_TRUE(is_valid_utf8("", Surrogates::kRefuse));
+    // The pickle machine decodes as Python does, with surrogatepass.
+    EXPECT_TRUE(is_valid_utf8("\xed\xa0\x80", Surrogates::kAllow));
+    EXPECT_FALSE(is_valid_utf8("\xc0\xaf", Surrogates::kAllow));
 }
 
 TEST(JsonEscape, PrintableBytes) {

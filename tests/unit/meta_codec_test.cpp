@@ -3,8 +3,8 @@
 #include <gtest/gtest.h>
 
 #include "checkpoint/discovery.hpp"
+#include "common/errors.hpp"
 #include "support/test_files.hpp"
-#include "zero2fp32/error.hpp"
 
 namespace z2f::checkpoint {
 namespace {

@@ -3,11 +3,11 @@
 
 #include <gtest/gtest.h>
 
+#include "common/errors.hpp"
 #include "container/torch_file.hpp"
 #include "pickle/machine.hpp"
 #include "pickle/printer.hpp"
 #include "support/test_files.hpp"
-#include "zero2fp32/error.hpp"
 
 namespace z2f::pickle {
 namespace {

@@ -6,8 +6,8 @@
 
 #include <gtest/gtest.h>
 
+#include "common/errors.hpp"
 #include "support/pickle_inspect.hpp"
-#include "zero2fp32/error.hpp"
 
 namespace z2f::pickle {
 namespace {

@@ -7,9 +7,9 @@
 
 #include <gtest/gtest.h>
 
+#include "common/errors.hpp"
 #include "plan/consolidation.hpp"
 #include "support/synthetic_meta.hpp"
-#include "zero2fp32/error.hpp"
 
 namespace z2f {
 namespace {
@@ -26,7 +26,7 @@ struct Element {
 
 std::vector<Element> decode(const plan::PlannedTensor& tensor) {
     std::vector<Element> out;
-    for (const plan::SourceExtent& extent : tensor.extents) {
+    for (const SourceExtent& extent : tensor.extents) {
         EXPECT_EQ(extent.length % 4, 0u);
         for (std::uint64_t b = 0; b < extent.length; b += 4) {
             std::uint64_t offset = extent.offset + b;
@@ -135,6 +135,28 @@ TEST(PlanLayout, Stage3ElementsFollowThePaddedSliceFormula) {
     }
 }
 
+TEST(PlanLayout, Stage3SliceCoversEveryElementOnceAndPadsTheRest) {
+    for (std::uint32_t world = 1; world <= 9; ++world) {
+        for (std::uint64_t numel : std::initializer_list<std::uint64_t>{0, 1, 2, 7, 8, 9, 100}) {
+            std::uint64_t next = 0;
+            for (std::uint32_t r = 0; r < world; ++r) {
+                plan::Stage3Slice slice = plan::stage3_slice(numel, world, r);
+                EXPECT_EQ(slice.per_rank, (numel + world - 1) / world);
+                EXPECT_LE(slice.count, slice.per_rank);
+                if (slice.count > 0) {
+                    EXPECT_EQ(slice.begin, next);
+                    next += slice.count;
+                }
+            }
+            EXPECT_EQ(next, numel) << numel << " over " << world;
+        }
+    }
+    // 5 elements over 4 ranks: 2, 2, 1, 0 real elements.
+    EXPECT_EQ(plan::stage3_slice(5, 4, 2).count, 1u);
+    EXPECT_EQ(plan::stage3_slice(5, 4, 3).count, 0u);
+    EXPECT_EQ(plan::stage3_slice(5, 4, 3).begin, 5u);
+}
+
 TEST(PlanLayout, WorkedExamplesFromTheFormatNotes) {
     // §6.2: W=4, A (3,5) + B (2,): aligned 24, P=6, saved lengths 6, 6, 5, 0.
     checkpoint::CheckpointMeta z2 = testing::synthetic_stage12(4, {{{"A", {3, 5}}, {"B", {2}}}});
@@ -179,11 +201,11 @@ TEST(PlanLayout, Stage3FrozenFragmentsSplitLikeParameters) {
     }
     plan::ConsolidationPlan plan = plan::plan_consolidation(meta, plan::PlanOptions{});
     const plan::PlannedTensor& frozen = plan.plan.tensors[0];
-    EXPECT_EQ(frozen.role, plan::TensorRole::kFrozen);
+    EXPECT_EQ(frozen.role, TensorRole::kFrozen);
     EXPECT_EQ(frozen.source_dtype, DType::kBF16);
     EXPECT_EQ(frozen.output_dtype, DType::kF32);
     EXPECT_EQ(frozen.extents,
-              (std::vector<plan::SourceExtent>{{0, 1000, 6}, {1, 1100, 6}, {2, 1200, 2}}));
+              (std::vector<SourceExtent>{{0, 1000, 6}, {1, 1100, 6}, {2, 1200, 2}}));
 
     meta.frozen_fragments_by_rank[1][0].tensor.numel = 2;
     try {
@@ -293,10 +315,10 @@ TEST(PlanLayout, Stage1FrozenParametersComeFromTheModule) {
     EXPECT_EQ(plan.plan.tensors[0].name, "buf");
     EXPECT_EQ(plan.plan.tensors[0].output_dtype, DType::kI64);
     EXPECT_EQ(plan.plan.tensors[1].name, "frozen");
-    EXPECT_EQ(plan.plan.tensors[1].role, plan::TensorRole::kFrozen);
-    EXPECT_EQ(plan.plan.tensors[1].extents, (std::vector<plan::SourceExtent>{{0, 128, 6}}));
+    EXPECT_EQ(plan.plan.tensors[1].role, TensorRole::kFrozen);
+    EXPECT_EQ(plan.plan.tensors[1].extents, (std::vector<SourceExtent>{{0, 128, 6}}));
     plan::PlanOptions skip;
-    skip.stage1_frozen = plan::Stage1Frozen::kSkip;
+    skip.stage1_frozen = Stage1Frozen::kSkip;
     plan::ConsolidationPlan skipped = plan::plan_consolidation(meta, skip);
     EXPECT_EQ(skipped.plan.tensors.size(), 2u);
     EXPECT_EQ(skipped.warnings.size(), 1u);
@@ -315,7 +337,7 @@ TEST(PlanLayout, TiesAreInferredFromSharedModuleStorageWithoutSharedParams) {
     plan::ConsolidationPlan plan = plan::plan_consolidation(meta, plan::PlanOptions{});
     ASSERT_EQ(plan.plan.tensors.size(), 2u);
     EXPECT_EQ(plan.plan.tensors[1].name, "head");
-    EXPECT_EQ(plan.plan.tensors[1].role, plan::TensorRole::kAlias);
+    EXPECT_EQ(plan.plan.tensors[1].role, TensorRole::kAlias);
 }
 
 }  // namespace

@@ -6,8 +6,8 @@
 #include <gtest/gtest.h>
 
 #include "common/bytes.hpp"
+#include "common/errors.hpp"
 #include "reference_files.hpp"
-#include "zero2fp32/error.hpp"
 
 namespace z2f {
 namespace {
@@ -20,7 +20,7 @@ plan::PlannedTensor tensor(std::string name, DType dtype, std::vector<std::uint6
     t.source_dtype = DType::kF32;
     t.output_dtype = dtype;
     t.alias_of = alias_of;
-    t.role = alias_of >= 0 ? plan::TensorRole::kAlias : plan::TensorRole::kTrainable;
+    t.role = alias_of >= 0 ? TensorRole::kAlias : TensorRole::kTrainable;
     return t;
 }
 
@@ -67,7 +67,7 @@ TEST(SafetensorsLayout, ByteIdenticalHeadersForEveryReferenceFile) {
         const output::OutputFileLayout layout =
             output::safetensors_layout(plan, all_of(plan), path.filename().string(), {});
         EXPECT_EQ(layout.name, path.filename().string());
-        EXPECT_EQ(layout.format, output::OutputFormat::kSafetensors);
+        EXPECT_EQ(layout.format, OutputFormat::kSafetensors);
         EXPECT_EQ(layout.fixed.at(0).bytes, ref.head);
         EXPECT_EQ(layout.size, ref.file_size);
         ASSERT_EQ(layout.slots.size(), ref.tensors.size());

@@ -5,9 +5,9 @@
 #include <gtest/gtest.h>
 
 #include "common/bytes.hpp"
+#include "common/errors.hpp"
 #include "output/safetensors_layout.hpp"
 #include "reference_files.hpp"
-#include "zero2fp32/error.hpp"
 
 namespace z2f {
 namespace {

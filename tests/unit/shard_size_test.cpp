@@ -4,7 +4,7 @@
 
 #include <gtest/gtest.h>
 
-#include "zero2fp32/error.hpp"
+#include "common/errors.hpp"
 
 namespace z2f {
 namespace {

@@ -5,8 +5,8 @@
 #include <gtest/gtest.h>
 
 #include "common/dtype.hpp"
+#include "common/errors.hpp"
 #include "reference_files.hpp"
-#include "zero2fp32/error.hpp"
 
 namespace z2f {
 namespace {
@@ -43,7 +43,7 @@ constexpr std::uint64_t GB = 1'000'000'000;
 TEST(ShardSplit, DocstringExampleIsGreedyNotBinPacked) {
     const auto inputs = sized({6 * GB, 6 * GB, 2 * GB, 6 * GB, 2 * GB, 2 * GB});
     const output::ShardSplit split =
-        output::split_into_shards(inputs, 10 * GB, output::OutputFormat::kSafetensors);
+        output::split_into_shards(inputs, 10 * GB, OutputFormat::kSafetensors);
     EXPECT_EQ(tensors_of(split), (Files{{0}, {1, 2}, {3, 4, 5}}));
     ASSERT_EQ(split.files.size(), 3u);
     EXPECT_EQ(split.files[0].name, "model-00001-of-00003.safetensors");
@@ -57,20 +57,20 @@ TEST(ShardSplit, DocstringExampleIsGreedyNotBinPacked) {
 
 TEST(ShardSplit, OversizedTensorIsAppendedAtOnceAheadOfTheOpenShard) {
     // First.
-    EXPECT_EQ(tensors_of(output::split_into_shards(sized({15, 3, 4}), 10,
-                                                   output::OutputFormat::kSafetensors)),
-              (Files{{0}, {1, 2}}));
+    EXPECT_EQ(
+        tensors_of(output::split_into_shards(sized({15, 3, 4}), 10, OutputFormat::kSafetensors)),
+        (Files{{0}, {1, 2}}));
     // Middle: the big one is appended while [0] is still open, so it comes first.
-    EXPECT_EQ(tensors_of(output::split_into_shards(sized({3, 15, 4, 5}), 10,
-                                                   output::OutputFormat::kSafetensors)),
-              (Files{{1}, {0, 2}, {3}}));
+    EXPECT_EQ(
+        tensors_of(output::split_into_shards(sized({3, 15, 4, 5}), 10, OutputFormat::kSafetensors)),
+        (Files{{1}, {0, 2}, {3}}));
     // Last.
-    EXPECT_EQ(tensors_of(output::split_into_shards(sized({3, 4, 15}), 10,
-                                                   output::OutputFormat::kSafetensors)),
-              (Files{{2}, {0, 1}}));
+    EXPECT_EQ(
+        tensors_of(output::split_into_shards(sized({3, 4, 15}), 10, OutputFormat::kSafetensors)),
+        (Files{{2}, {0, 1}}));
     // Two in a row, and exactly at the limit (not oversized: "size > max").
     EXPECT_EQ(tensors_of(output::split_into_shards(sized({2, 11, 12, 10, 1}), 10,
-                                                   output::OutputFormat::kSafetensors)),
+                                                   OutputFormat::kSafetensors)),
               (Files{{1}, {2}, {0}, {3}, {4}}));
 }
 
@@ -79,7 +79,7 @@ TEST(ShardSplit, AliasesJoinTheirOwnersShardAndAddNoBytes) {
     inputs[2].storage_of = 0;
     inputs[2].bytes = 999;  // ignored
     const output::ShardSplit split =
-        output::split_into_shards(inputs, 8, output::OutputFormat::kSafetensors);
+        output::split_into_shards(inputs, 8, OutputFormat::kSafetensors);
     EXPECT_EQ(tensors_of(split), (Files{{0, 1, 2}, {3}}));
     EXPECT_EQ(split.total_size, 12u);
     EXPECT_EQ(split.files[0].bytes, 8u);
@@ -90,8 +90,7 @@ TEST(ShardSplit, AliasesJoinTheirOwnersShardAndAddNoBytes) {
     more[3].storage_of = 1;  // alias of t1
     more[4].storage_of = 0;  // alias of t0 (the big one)
     more[5].storage_of = 1;
-    const output::ShardSplit split2 =
-        output::split_into_shards(more, 10, output::OutputFormat::kTorch);
+    const output::ShardSplit split2 = output::split_into_shards(more, 10, OutputFormat::kTorch);
     EXPECT_EQ(tensors_of(split2), (Files{{0, 4}, {1, 2, 3, 5}}));
     EXPECT_EQ(split2.file_of, (std::vector<std::uint32_t>{0, 1, 1, 1, 0, 1}));
     EXPECT_EQ(split2.files[0].name, "pytorch_model-00001-of-00002.bin");
@@ -103,22 +102,20 @@ TEST(ShardSplit, AliasesJoinTheirOwnersShardAndAddNoBytes) {
     order[3].storage_of = 0;
     std::vector<output::ShardInput> with_tail = order;
     with_tail.push_back({"tail", 100, -1});
-    EXPECT_EQ(
-        tensors_of(output::split_into_shards(with_tail, 10, output::OutputFormat::kSafetensors)),
-        (Files{{4}, {0, 1, 3, 2}}));
+    EXPECT_EQ(tensors_of(output::split_into_shards(with_tail, 10, OutputFormat::kSafetensors)),
+              (Files{{4}, {0, 1, 3, 2}}));
 }
 
 TEST(ShardSplit, ZeroByteTensorsAndZeroLimit) {
-    EXPECT_EQ(tensors_of(output::split_into_shards(sized({8, 0, 1}), 8,
-                                                   output::OutputFormat::kSafetensors)),
-              (Files{{0, 1}, {2}}));
-    // With a 0-byte limit every non-empty tensor is oversized; empty ones share the open shard.
-    EXPECT_EQ(tensors_of(output::split_into_shards(sized({0, 1, 0}), 0,
-                                                   output::OutputFormat::kSafetensors)),
-              (Files{{1}, {0, 2}}));
     EXPECT_EQ(
-        tensors_of(output::split_into_shards(sized({0, 0}), 0, output::OutputFormat::kSafetensors)),
-        (Files{{0, 1}}));
+        tensors_of(output::split_into_shards(sized({8, 0, 1}), 8, OutputFormat::kSafetensors)),
+        (Files{{0, 1}, {2}}));
+    // With a 0-byte limit every non-empty tensor is oversized; empty ones share the open shard.
+    EXPECT_EQ(
+        tensors_of(output::split_into_shards(sized({0, 1, 0}), 0, OutputFormat::kSafetensors)),
+        (Files{{1}, {0, 2}}));
+    EXPECT_EQ(tensors_of(output::split_into_shards(sized({0, 0}), 0, OutputFormat::kSafetensors)),
+              (Files{{0, 1}}));
 }
 
 TEST(ShardSplit, SingleShardUsesThePlainNameAndListsEveryTensorInOrder) {
@@ -127,7 +124,7 @@ TEST(ShardSplit, SingleShardUsesThePlainNameAndListsEveryTensorInOrder) {
     for (const std::optional<std::uint64_t> limit :
          {std::optional<std::uint64_t>(18), std::optional<std::uint64_t>(std::nullopt)}) {
         const output::ShardSplit split =
-            output::split_into_shards(inputs, limit, output::OutputFormat::kSafetensors);
+            output::split_into_shards(inputs, limit, OutputFormat::kSafetensors);
         EXPECT_FALSE(split.is_sharded());
         ASSERT_EQ(split.files.size(), 1u);
         EXPECT_EQ(split.files[0].name, "model.safetensors");
@@ -136,22 +133,17 @@ TEST(ShardSplit, SingleShardUsesThePlainNameAndListsEveryTensorInOrder) {
         EXPECT_EQ(split.total_size, 18u);
         EXPECT_EQ(split.file_of, (std::vector<std::uint32_t>{0, 0, 0, 0}));
     }
-    EXPECT_EQ(
-        output::split_into_shards(inputs, std::nullopt, output::OutputFormat::kTorch).files[0].name,
-        "pytorch_model.bin");
-    EXPECT_EQ(
-        output::split_into_shards(inputs, std::nullopt, output::OutputFormat::kHdf5).files[0].name,
-        "model.h5");
+    EXPECT_EQ(output::split_into_shards(inputs, std::nullopt, OutputFormat::kTorch).files[0].name,
+              "pytorch_model.bin");
+    EXPECT_EQ(output::split_into_shards(inputs, std::nullopt, OutputFormat::kHdf5).files[0].name,
+              "model.h5");
     // One oversized tensor alone is still a single unsharded file.
-    EXPECT_EQ(output::split_into_shards(sized({50}), 10, output::OutputFormat::kSafetensors)
-                  .files[0]
-                  .name,
+    EXPECT_EQ(output::split_into_shards(sized({50}), 10, OutputFormat::kSafetensors).files[0].name,
               "model.safetensors");
 }
 
 TEST(ShardSplit, EmptyStateDictGivesNoFile) {
-    const output::ShardSplit split =
-        output::split_into_shards({}, 10, output::OutputFormat::kSafetensors);
+    const output::ShardSplit split = output::split_into_shards({}, 10, OutputFormat::kSafetensors);
     EXPECT_TRUE(split.files.empty());
     EXPECT_FALSE(split.is_sharded());
     EXPECT_EQ(split.total_size, 0u);
@@ -162,7 +154,7 @@ TEST(ShardSplit, InvalidStorageLinksAreInternalErrors) {
         std::vector<output::ShardInput> inputs = sized({1, 1});
         inputs[1].storage_of = link;
         try {
-            output::split_into_shards(inputs, 10, output::OutputFormat::kSafetensors);
+            output::split_into_shards(inputs, 10, OutputFormat::kSafetensors);
             ADD_FAILURE() << link;
         } catch (const Error& e) {
             EXPECT_EQ(e.kind(), ErrorKind::kInternal);
@@ -172,22 +164,19 @@ TEST(ShardSplit, InvalidStorageLinksAreInternalErrors) {
     std::vector<output::ShardInput> chain = sized({1, 0, 0});
     chain[1].storage_of = 0;
     chain[2].storage_of = 1;
-    EXPECT_THROW(output::split_into_shards(chain, 10, output::OutputFormat::kSafetensors), Error);
+    EXPECT_THROW(output::split_into_shards(chain, 10, OutputFormat::kSafetensors), Error);
 }
 
 TEST(ShardSplit, FileNames) {
-    EXPECT_EQ(output::shard_file_name(output::OutputFormat::kTorch, 0, 3),
+    EXPECT_EQ(output::shard_file_name(OutputFormat::kTorch, 0, 3),
               "pytorch_model-00001-of-00003.bin");
-    EXPECT_EQ(output::shard_file_name(output::OutputFormat::kHdf5, 11, 12),
-              "model-00012-of-00012.h5");
-    EXPECT_EQ(output::shard_file_name(output::OutputFormat::kSafetensors, 99999, 123456),
+    EXPECT_EQ(output::shard_file_name(OutputFormat::kHdf5, 11, 12), "model-00012-of-00012.h5");
+    EXPECT_EQ(output::shard_file_name(OutputFormat::kSafetensors, 99999, 123456),
               "model-100000-of-123456.safetensors");
-    EXPECT_EQ(output::index_file_name(output::OutputFormat::kSafetensors),
-              "model.safetensors.index.json");
-    EXPECT_EQ(output::index_file_name(output::OutputFormat::kTorch),
-              "pytorch_model.bin.index.json");
-    EXPECT_EQ(output::index_file_name(output::OutputFormat::kHdf5), "model.h5.index.json");
-    EXPECT_EQ(output::single_file_name(output::OutputFormat::kSafetensors), "model.safetensors");
+    EXPECT_EQ(output::index_file_name(OutputFormat::kSafetensors), "model.safetensors.index.json");
+    EXPECT_EQ(output::index_file_name(OutputFormat::kTorch), "pytorch_model.bin.index.json");
+    EXPECT_EQ(output::index_file_name(OutputFormat::kHdf5), "model.h5.index.json");
+    EXPECT_EQ(output::single_file_name(OutputFormat::kSafetensors), "model.safetensors");
 }
 
 // ---- against the real zero_to_fp32.py outputs ----
@@ -206,7 +195,7 @@ std::map<std::string, std::uint64_t> sizes_from(const std::vector<std::string>& 
 
 void check_against_reference(const std::vector<std::string>& state_dict_order,
                              const std::vector<std::string>& size_files,
-                             std::uint64_t max_shard_size, output::OutputFormat format,
+                             std::uint64_t max_shard_size, OutputFormat format,
                              const std::string& index_file) {
     const auto sizes = sizes_from(size_files);
     std::vector<output::ShardInput> inputs;
@@ -234,7 +223,7 @@ const std::vector<std::string> kMlpOrder = {"scale",      "temp",     "fc1.weigh
 TEST(ShardSplit, MatchesZeroToFp32ShardedBin) {
     // 5KB: fc1.weight and fc2.weight are oversized and jump ahead of the open shard.
     check_against_reference(kMlpOrder, {"z2_ws2_fp32/ref/safetensors/model.safetensors"}, 5'000,
-                            output::OutputFormat::kTorch,
+                            OutputFormat::kTorch,
                             "z2_ws2_fp32/ref/sharded_bin/pytorch_model.bin.index.json");
 }
 
@@ -243,14 +232,14 @@ TEST(ShardSplit, MatchesZeroToFp32ShardedSafetensors) {
         kMlpOrder,
         {"z3_ws4_fp32/ref/sharded_safetensors/model-00001-of-00002.safetensors",
          "z3_ws4_fp32/ref/sharded_safetensors/model-00002-of-00002.safetensors"},
-        10'000, output::OutputFormat::kSafetensors,
+        10'000, OutputFormat::kSafetensors,
         "z3_ws4_fp32/ref/sharded_safetensors/model.safetensors.index.json");
     check_against_reference(
         kMlpOrder,
         {"z3_ws2_bf16/ref/sharded_safetensors/model-00001-of-00003.safetensors",
          "z3_ws2_bf16/ref/sharded_safetensors/model-00002-of-00003.safetensors",
          "z3_ws2_bf16/ref/sharded_safetensors/model-00003-of-00003.safetensors"},
-        5'000, output::OutputFormat::kSafetensors,
+        5'000, OutputFormat::kSafetensors,
         "z3_ws2_bf16/ref/sharded_safetensors/model.safetensors.index.json");
     // `frozen` model: buffer `scale`, then the frozen (bf16) fc1.*, then the trainable params.
     check_against_reference(
@@ -258,7 +247,7 @@ TEST(ShardSplit, MatchesZeroToFp32ShardedSafetensors) {
          "norm.bias"},
         {"z3_ws2_frozen_bf16/ref/sharded_safetensors/model-00001-of-00002.safetensors",
          "z3_ws2_frozen_bf16/ref/sharded_safetensors/model-00002-of-00002.safetensors"},
-        5'000, output::OutputFormat::kSafetensors,
+        5'000, OutputFormat::kSafetensors,
         "z3_ws2_frozen_bf16/ref/sharded_safetensors/model.safetensors.index.json");
 }
 

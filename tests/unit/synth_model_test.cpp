@@ -8,11 +8,11 @@
 
 #include <gtest/gtest.h>
 
+#include "common/errors.hpp"
 #include "synth/model_spec.hpp"
 #include "synth/partition_layout.hpp"
 #include "synth/record_content.hpp"
 #include "synth/value_function.hpp"
-#include "zero2fp32/error.hpp"
 
 namespace z2f::synth {
 namespace {

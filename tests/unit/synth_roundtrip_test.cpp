@@ -11,13 +11,13 @@
 
 #include "checkpoint/assemble.hpp"
 #include "checkpoint/discovery.hpp"
+#include "common/errors.hpp"
 #include "io/posix_file.hpp"
 #include "plan/consolidation.hpp"
 #include "support/materialize.hpp"
 #include "support/test_files.hpp"
 #include "synth/checkpoint_writer.hpp"
 #include "synth/value_function.hpp"
-#include "zero2fp32/error.hpp"
 
 namespace z2f::synth {
 namespace {
@@ -51,7 +51,7 @@ std::string describe(const SynthOptions& o) {
 // zero_to_fp32's state-dict order (docs/deepspeed-format.md §6.5) for the synthetic model.
 struct Expected {
     std::string name;
-    plan::TensorRole role;
+    TensorRole role;
     std::vector<std::uint64_t> shape;
     const ModelBuffer* buffer = nullptr;
 };
@@ -60,30 +60,30 @@ std::vector<Expected> expected_order(const SynthContext& context) {
     const ModelSpec& model = context.model;
     std::vector<Expected> order;
     for (const ModelBuffer& buffer : model.buffers) {
-        order.push_back({buffer.name, plan::TensorRole::kBuffer, buffer.shape, &buffer});
+        order.push_back({buffer.name, TensorRole::kBuffer, buffer.shape, &buffer});
     }
     for (const ModelParam& param : model.params) {
         if (!param.trainable)
-            order.push_back({param.name, plan::TensorRole::kFrozen, param.shape});
+            order.push_back({param.name, TensorRole::kFrozen, param.shape});
     }
     if (context.options.stage == 2) {
         for (const FlatGroup& group : context.stage2.groups) {
             for (std::size_t index : group.params) {
-                order.push_back({model.params[index].name, plan::TensorRole::kTrainable,
-                                 model.params[index].shape});
+                order.push_back(
+                    {model.params[index].name, TensorRole::kTrainable, model.params[index].shape});
             }
         }
     } else {
         for (const SubGroup& subgroup : context.stage3.subgroups) {
             for (std::size_t index : subgroup.params) {
-                order.push_back({model.params[index].name, plan::TensorRole::kTrainable,
-                                 model.params[index].shape});
+                order.push_back(
+                    {model.params[index].name, TensorRole::kTrainable, model.params[index].shape});
             }
         }
     }
     if (model.tied_alias) {
         const ModelParam& owner = model.params[model.tied_owner];
-        order.push_back({*model.tied_alias, plan::TensorRole::kAlias, owner.shape});
+        order.push_back({*model.tied_alias, TensorRole::kAlias, owner.shape});
     }
     return order;
 }
@@ -123,7 +123,7 @@ void expect_consolidates_exactly(const SynthOptions& options) {
         ASSERT_EQ(tensor.name, truth.name);
         EXPECT_EQ(tensor.role, truth.role);
         EXPECT_EQ(tensor.shape, truth.shape);
-        if (truth.role == plan::TensorRole::kAlias) {
+        if (truth.role == TensorRole::kAlias) {
             ASSERT_TRUE(tensor.is_alias());
             EXPECT_EQ(tensors[static_cast<std::size_t>(tensor.alias_of)].name,
                       context.model.params[context.model.tied_owner].name);
@@ -147,7 +147,7 @@ void expect_consolidates_exactly(const SynthOptions& options) {
         for (std::uint64_t e = 0; e < n; ++e) {
             float got;
             std::memcpy(&got, &bytes[4 * e], 4);
-            float want = truth.role == plan::TensorRole::kTrainable
+            float want = truth.role == TensorRole::kTrainable
                              ? expected_element(seed, truth.name, e)
                              : expected_model_element(seed, truth.name, e, model_dtype);
             ASSERT_EQ(std::bit_cast<std::uint32_t>(got), std::bit_cast<std::uint32_t>(want))

@@ -51,7 +51,7 @@ void expect_405b_plans(int stage) {
     for (const plan::PlannedTensor& tensor : plan.tensors) {
         numel += tensor.numel();
         std::uint64_t bytes = 0;
-        for (const plan::SourceExtent& extent : tensor.extents) {
+        for (const SourceExtent& extent : tensor.extents) {
             ASSERT_LE(extent.offset + extent.length, plan.inputs[extent.file].size);
             bytes += extent.length;
         }
@@ -61,7 +61,7 @@ void expect_405b_plans(int stage) {
     // The apparent size is hundreds of GB to TB; the blocks are the pickles and headers.
     std::uint64_t apparent = 0;
     std::uint64_t allocated = 0;
-    for (const plan::InputFile& input : plan.inputs) {
+    for (const InputFile& input : plan.inputs) {
         apparent += input.size;
         allocated += io::allocated_bytes(input.path);
     }

@@ -14,12 +14,12 @@
 #include <gtest/gtest.h>
 
 #include "common/bytes.hpp"
+#include "common/errors.hpp"
 #include "container/zip_writer.hpp"
 #include "io/posix_file.hpp"
 #include "support/pickle_inspect.hpp"
 #include "support/torch_bin_sample.hpp"
 #include "support/zip_inspect.hpp"
-#include "zero2fp32/error.hpp"
 
 namespace z2f {
 namespace {
@@ -97,9 +97,9 @@ TEST(TorchBinLayout, SampleArchiveIsAWellFormedTorchZip) {
     plan::TensorPlan plan = test::sample_plan();
     output::OutputFileLayout layout =
         output::layout_torch_bin_file("pytorch_model.bin", plan, all_indices(plan));
-    EXPECT_EQ(layout.format, output::OutputFormat::kTorch);
+    EXPECT_EQ(layout.format, OutputFormat::kTorch);
     EXPECT_EQ(layout.name, "pytorch_model.bin");
-    EXPECT_TRUE(layout.needs_slot_crcs());
+    EXPECT_TRUE(layout.has_crc_tail());
 
     std::vector<std::byte> file = realize_sample(plan, layout);
     ASSERT_EQ(file.size(), layout.size);
@@ -147,7 +147,7 @@ TEST(TorchBinLayout, SampleArchiveIsAWellFormedTorchZip) {
         crcs.push_back(info.records[2 + crcs.size()].crc);
         (void)slot;
     }
-    expect_tiling(layout, output::torch_bin_tail(layout, crcs));
+    expect_tiling(layout, output::crc_tail(layout, crcs));
 
     // The pickle: every tensor, in plan order, contiguous, requires_grad False.
     std::vector<std::string> order;
@@ -304,7 +304,7 @@ TEST(TorchBinLayout, EmptyAndZeroDimTensors) {
 
     // No data descriptor region for empty storages in the tail.
     std::vector<std::uint32_t> crcs(layout.slots.size(), 0);
-    std::vector<output::FixedRegion> tail = output::torch_bin_tail(layout, crcs);
+    std::vector<output::FixedRegion> tail = output::crc_tail(layout, crcs);
     EXPECT_EQ(tail.size(), 10u - 2u + 1u);  // 8 non-empty storages + the directory
 }
 
@@ -384,7 +384,7 @@ TEST(TorchBinLayout, Zip64ForHugeTensors) {
 
     // Parse the archive from its fixed and tail regions; slot bytes read as zeros.
     std::vector<std::uint32_t> crcs = {0x11111111, 0x22222222, 0x33333333};
-    std::vector<output::FixedRegion> tail = output::torch_bin_tail(layout, crcs);
+    std::vector<output::FixedRegion> tail = output::crc_tail(layout, crcs);
     expect_tiling(layout, tail);
     std::vector<const output::FixedRegion*> regions;
     for (const auto& r : layout.fixed)
@@ -455,7 +455,7 @@ TEST(TorchBinLayout, RejectsBadInput) {
     plan::TensorPlan ok = test::sample_plan();
     output::OutputFileLayout layout = output::layout_torch_bin_file("m.bin", ok, all_indices(ok));
     std::vector<std::uint32_t> too_few(3);
-    EXPECT_THROW(output::torch_bin_tail(layout, too_few), Error);
+    EXPECT_THROW(output::crc_tail(layout, too_few), Error);
 }
 
 }  // namespace

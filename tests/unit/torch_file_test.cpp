@@ -4,9 +4,9 @@
 
 #include <gtest/gtest.h>
 
+#include "common/errors.hpp"
 #include "support/expected_state.hpp"
 #include "support/test_files.hpp"
-#include "zero2fp32/error.hpp"
 
 namespace z2f {
 namespace {

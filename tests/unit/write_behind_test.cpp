@@ -10,9 +10,9 @@
 
 #include <gtest/gtest.h>
 
+#include "common/errors.hpp"
 #include "io/posix_file.hpp"
 #include "support/test_files.hpp"
-#include "zero2fp32/error.hpp"
 
 namespace z2f::io {
 namespace {

@@ -2,9 +2,9 @@
 
 #include <gtest/gtest.h>
 
+#include "common/errors.hpp"
 #include "support/test_files.hpp"
 #include "support/zip_builder.hpp"
-#include "zero2fp32/error.hpp"
 
 namespace z2f {
 namespace {

@@ -10,9 +10,9 @@
 
 #include "common/bytes.hpp"
 #include "common/crc32.hpp"
+#include "common/errors.hpp"
 #include "io/posix_file.hpp"
 #include "support/zip_inspect.hpp"
-#include "zero2fp32/error.hpp"
 
 namespace z2f::container::zip {
 namespace {

@@ -1,4 +1,4 @@
-#include "zero2fp32/error.hpp"
+#include "common/errors.hpp"
 
 #include <cstring>
 #include <string>
@@ -45,22 +45,6 @@ void throw_io_error(std::string_view what, std::string_view path, int errnum) {
     message += "': ";
     message += std::strerror(errnum);
     throw Error(ErrorKind::kIo, std::move(message));
-}
-
-ExitCode exit_code_for(ErrorKind kind) noexcept {
-    switch (kind) {
-        case ErrorKind::kUsage:
-            return ExitCode::kUsage;
-        case ErrorKind::kInterrupted:
-            return ExitCode::kInterrupted;
-        case ErrorKind::kInput:
-        case ErrorKind::kUnsupported:
-        case ErrorKind::kIo:
-        case ErrorKind::kOutput:
-        case ErrorKind::kInternal:
-            return ExitCode::kConversionError;
-    }
-    return ExitCode::kConversionError;
 }
 
 }  // namespace z2f

@@ -8,7 +8,7 @@
 #include <cstdio>
 #include <string>
 
-namespace z2f::driver {
+namespace z2f::cli {
 
 class ProgressPrinter {
   public:
@@ -18,9 +18,6 @@ class ProgressPrinter {
     // Rate-limited: prints at most a few times per second (live) or every 5 s (lines).
     void update(std::uint64_t done_bytes);
     void finish(std::uint64_t done_bytes);
-
-    static std::string format_bytes(std::uint64_t bytes);
-    static std::string format_duration(double seconds);
 
   private:
     std::string line(std::uint64_t done, double elapsed) const;
@@ -34,4 +31,4 @@ class ProgressPrinter {
     bool drawn_ = false;
 };
 
-}  // namespace z2f::driver
+}  // namespace z2f::cli

@@ -1,39 +1,13 @@
-#include "driver/progress_printer.hpp"
+#include "cli/progress_printer.hpp"
 
 #include <ctime>
 
-namespace z2f::driver {
+#include "common/byte_size.hpp"
+
+namespace z2f::cli {
 
 ProgressPrinter::ProgressPrinter(std::FILE* out, bool enabled, bool live)
     : out_(out), enabled_(enabled), live_(live) {}
-
-std::string ProgressPrinter::format_bytes(std::uint64_t bytes) {
-    char text[32];
-    double value = static_cast<double>(bytes);
-    if (value >= 1e12)
-        std::snprintf(text, sizeof text, "%.2f TB", value / 1e12);
-    else if (value >= 1e9)
-        std::snprintf(text, sizeof text, "%.2f GB", value / 1e9);
-    else if (value >= 1e6)
-        std::snprintf(text, sizeof text, "%.1f MB", value / 1e6);
-    else if (value >= 1e3)
-        std::snprintf(text, sizeof text, "%.1f kB", value / 1e3);
-    else
-        std::snprintf(text, sizeof text, "%llu B", static_cast<unsigned long long>(bytes));
-    return text;
-}
-
-std::string ProgressPrinter::format_duration(double seconds) {
-    char text[32];
-    if (seconds < 60) {
-        std::snprintf(text, sizeof text, "%.1fs", seconds);
-    } else {
-        auto whole = static_cast<long long>(seconds);
-        std::snprintf(text, sizeof text, "%lld:%02lld:%02lld", whole / 3600, whole / 60 % 60,
-                      whole % 60);
-    }
-    return text;
-}
 
 void ProgressPrinter::start(std::uint64_t total_bytes) {
     total_ = total_bytes;
@@ -52,7 +26,7 @@ std::string ProgressPrinter::line(std::uint64_t done, double elapsed) const {
     }
     char numbers[160];
     std::snprintf(numbers, sizeof numbers, "%5.1f%%  %s / %s  %.2f GB/s", 100.0 * fraction,
-                  format_bytes(done).c_str(), format_bytes(total_).c_str(), rate / 1e9);
+                  format_byte_size(done).c_str(), format_byte_size(total_).c_str(), rate / 1e9);
     text += numbers;
     if (rate > 0 && done < total_) {
         text += "  ETA " + format_duration(static_cast<double>(total_ - done) / rate);
@@ -92,4 +66,4 @@ void ProgressPrinter::finish(std::uint64_t done_bytes) {
     }
 }
 
-}  // namespace z2f::driver
+}  // namespace z2f::cli

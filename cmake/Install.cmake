@@ -1,0 +1,26 @@
+# `cmake --install`: the tools, the library, its public headers and a CMake package, so that
+#   find_package(zero2fp32 CONFIG REQUIRED)
+#   target_link_libraries(app PRIVATE zero2fp32::zero2fp32)
+# works against the installed prefix (tests/install checks it).
+include(CMakePackageConfigHelpers)
+
+set(Z2F_CMAKE_DIR ${CMAKE_INSTALL_LIBDIR}/cmake/zero2fp32)
+
+install(TARGETS zero2fp32 EXPORT zero2fp32Targets
+    LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}
+    ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
+    INCLUDES DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
+install(TARGETS zero2fp32-mpi zero2fp32-inspect zero2fp32-synth
+    RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
+install(DIRECTORY ${PROJECT_SOURCE_DIR}/include/zero2fp32
+    DESTINATION ${CMAKE_INSTALL_INCLUDEDIR} FILES_MATCHING PATTERN "*.hpp")
+install(FILES ${PROJECT_BINARY_DIR}/src/include/zero2fp32/version.hpp
+    DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/zero2fp32)
+install(EXPORT zero2fp32Targets NAMESPACE zero2fp32:: DESTINATION ${Z2F_CMAKE_DIR})
+
+configure_package_config_file(${CMAKE_CURRENT_LIST_DIR}/zero2fp32Config.cmake.in
+    ${PROJECT_BINARY_DIR}/zero2fp32Config.cmake INSTALL_DESTINATION ${Z2F_CMAKE_DIR})
+write_basic_package_version_file(${PROJECT_BINARY_DIR}/zero2fp32ConfigVersion.cmake
+    VERSION ${PROJECT_VERSION} COMPATIBILITY SameMinorVersion)
+install(FILES ${PROJECT_BINARY_DIR}/zero2fp32Config.cmake
+    ${PROJECT_BINARY_DIR}/zero2fp32ConfigVersion.cmake DESTINATION ${Z2F_CMAKE_DIR})

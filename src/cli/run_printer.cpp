@@ -1,0 +1,83 @@
+#include "cli/run_printer.hpp"
+
+#include <string>
+
+#include "common/byte_size.hpp"
+
+namespace z2f::cli {
+
+void print_dry_run(std::FILE* out, const ConversionResult& result) {
+    const ConversionPlan& plan = result.plan;
+    std::fprintf(out, "dry run: %zu tensors in %zu %s file(s), %d rank(s); nothing written\n",
+                 plan.tensors.size(), plan.files.size(),
+                 std::string(enum_name(plan.format)).c_str(), result.ranks);
+    std::vector<std::size_t> tensors_in(plan.files.size(), 0);
+    for (const ConversionPlan::Tensor& tensor : plan.tensors) {
+        for (std::size_t f = 0; f < plan.files.size(); ++f) {
+            if (plan.files[f].name == tensor.file && tensor.alias_of.empty())
+                ++tensors_in[f];
+        }
+    }
+    for (std::size_t f = 0; f < result.files.size(); ++f) {
+        const FileReport& file = result.files[f];
+        std::string owners;
+        for (int rank : file.ranks)
+            owners += (owners.empty() ? "" : ",") + std::to_string(rank);
+        std::fprintf(out, "  %-40s %14llu bytes  %4zu tensors  rank %s%s\n", file.name.c_str(),
+                     static_cast<unsigned long long>(file.size), tensors_in[f], owners.c_str(),
+                     file.kept ? "  (complete, skipped)" : "");
+    }
+    if (plan.index)
+        std::fprintf(out, "  %s\n", plan.index->c_str());
+    std::fprintf(out, "bytes to read per input file:\n");
+    for (const InputReport& input : result.inputs) {
+        std::fprintf(out, "  %-60s %14llu of %llu\n", input.path.c_str(),
+                     static_cast<unsigned long long>(input.bytes_needed),
+                     static_cast<unsigned long long>(input.size));
+    }
+}
+
+void print_done(std::FILE* out, const ConversionResult& result) {
+    double seconds = result.wall_seconds;
+    double rate = seconds > 0 ? static_cast<double>(result.output_bytes) / seconds / 1e9 : 0.0;
+    std::fprintf(out,
+                 "done: %zu tensors, %zu file(s), %s in %s (%.3f GB/s); read %s, wrote %s, "
+                 "peak RSS %s per rank\n",
+                 result.plan.tensors.size(), result.files.size(),
+                 format_byte_size(result.output_bytes).c_str(), format_duration(seconds).c_str(),
+                 rate, format_byte_size(result.bytes_read).c_str(),
+                 format_byte_size(result.bytes_written).c_str(),
+                 format_byte_size(result.peak_rss_bytes).c_str());
+}
+
+void print_failure(std::FILE* out, const ConversionError& error, bool list_files) {
+    std::string messages = error.what();
+    std::size_t begin = 0;
+    while (begin <= messages.size()) {
+        std::size_t end = messages.find('\n', begin);
+        if (end == std::string::npos)
+            end = messages.size();
+        std::string line = messages.substr(begin, end - begin);
+        // Continuation lines (lists under a message) keep their indentation.
+        if (!line.empty() && line[0] == ' ')
+            std::fprintf(out, "%s\n", line.c_str());
+        else
+            std::fprintf(out, "zero2fp32-mpi: error: %s\n", line.c_str());
+        begin = end + 1;
+    }
+    const ConversionResult& partial = error.partial_result();
+    if (!list_files || !partial.executed)
+        return;
+    std::vector<std::string> complete;
+    for (const FileReport& file : partial.files) {
+        if (file.complete)
+            complete.push_back(file.name);
+    }
+    std::fprintf(out, "zero2fp32-mpi: no index written; %zu of %zu output file(s) are complete%s\n",
+                 complete.size(), partial.files.size(),
+                 complete.empty() ? "" : " (rerun with --resume to finish):");
+    for (const std::string& name : complete)
+        std::fprintf(out, "  %s\n", name.c_str());
+}
+
+}  // namespace z2f::cli

@@ -1,0 +1,74 @@
+#include "cli/summary_json.hpp"
+
+#include <nlohmann/json.hpp>
+
+#include "common/dtype.hpp"
+#include "zero2fp32/version.hpp"
+
+namespace z2f::cli {
+
+std::string summary_json(const ConvertRequest& request, const ConversionResult& result,
+                         const ConversionError* error, ExitCode code) {
+    const Options& options = request.options;
+    nlohmann::ordered_json json;
+    json["status"] = code == ExitCode::kOk ? "ok" : "error";
+    json["exit_code"] = static_cast<int>(code);
+    nlohmann::ordered_json errors = nlohmann::ordered_json::array();
+    nlohmann::ordered_json complete = nlohmann::ordered_json::array();
+    if (error != nullptr) {
+        for (const RankFailure& failure : error->failures())
+            errors.push_back({{"rank", failure.rank}, {"message", failure.message}});
+        if (result.executed) {
+            for (const FileReport& file : result.files) {
+                if (file.complete)
+                    complete.push_back(file.name);
+            }
+        }
+    }
+    json["errors"] = errors;
+    json["complete_files_on_error"] = complete;
+    json["version"] = kVersion;
+    json["checkpoint"] = result.plan.checkpoint;
+    json["tag"] = result.plan.tag;
+    json["zero_stage"] = result.plan.zero_stage;
+    json["world_size"] = result.plan.world_size;
+    json["ds_version"] = result.plan.ds_version;
+    json["ranks"] = result.ranks;
+    json["options"] = {
+        {"format", enum_name(options.format)},
+        {"dtype", std::string(dtype_display_name(options.dtype))},
+        {"max_shard_size", options.max_shard_size ? nlohmann::ordered_json(*options.max_shard_size)
+                                                  : nlohmann::ordered_json("none")},
+        {"io", enum_name(options.io)},
+        {"buffer_size", options.buffer_size},
+        {"cast_all_buffers", options.cast_all_buffers},
+        {"keep_frozen_dtype", options.keep_frozen_dtype},
+        {"stage1_frozen", enum_name(options.stage1_frozen)},
+        {"exclude_frozen", options.exclude_frozen},
+        {"untie", options.untie},
+        {"dry_run", options.dry_run},
+        {"resume", options.resume},
+        {"verify", options.verify}};
+    json["tensors"] = result.plan.tensors.size();
+    nlohmann::ordered_json files = nlohmann::ordered_json::array();
+    for (const FileReport& file : result.files)
+        files.push_back({{"name", file.name}, {"size", file.size}, {"skipped", file.kept}});
+    json["files"] = files;
+    json["index"] = result.plan.index ? nlohmann::ordered_json(*result.plan.index)
+                                      : nlohmann::ordered_json(nullptr);
+    double seconds = result.wall_seconds;
+    json["output_bytes"] = result.output_bytes;
+    json["bytes_read"] = result.bytes_read;
+    json["bytes_written"] = result.bytes_written;
+    json["wall_seconds"] = seconds;
+    json["gb_per_s"] = seconds > 0 ? static_cast<double>(result.output_bytes) / seconds / 1e9 : 0.0;
+    json["peak_rss_bytes"] = result.peak_rss_bytes;
+    json["peak_open_inputs"] = result.peak_open_inputs;
+    nlohmann::ordered_json phases = nlohmann::ordered_json::object();
+    for (const auto& [name, secs] : result.phase_seconds)
+        phases[name] = secs;
+    json["phase_seconds"] = phases;
+    return json.dump(2) + "\n";
+}
+
+}  // namespace z2f::cli

@@ -1,0 +1,128 @@
+#include "driver/execute_phase.hpp"
+
+#include <algorithm>
+
+#include "common/wire_codec.hpp"
+#include "driver/executor.hpp"
+#include "io/input_files.hpp"
+#include "parallel/peer_channel.hpp"
+
+namespace z2f::driver {
+namespace {
+
+io::CopyOptions copy_options(const Options& options) {
+    io::CopyOptions copy;
+    copy.backend = options.io;
+    copy.buffer_size = static_cast<std::size_t>(options.buffer_size);
+    return copy;
+}
+
+// Every rank's list of files, merged and sorted on every rank.
+std::vector<std::uint32_t> gather_files(const parallel::Communicator& comm,
+                                        const std::vector<std::uint32_t>& mine) {
+    WireWriter out;
+    out.sequence(mine, [](WireWriter& w, std::uint32_t file) { w.u32(file); });
+    std::vector<std::uint32_t> all;
+    for (const auto& bytes : comm.all_gather(out.bytes())) {
+        WireReader in(bytes, "completed files");
+        for (std::uint32_t file : in.sequence(4, [](WireReader& r) { return r.u32(); }))
+            all.push_back(file);
+        in.expect_end();
+    }
+    std::sort(all.begin(), all.end());
+    all.erase(std::unique(all.begin(), all.end()), all.end());
+    return all;
+}
+
+std::vector<SlotCrc> gather_crcs(const parallel::Communicator& comm,
+                                 const std::vector<SlotCrc>& mine) {
+    WireWriter out;
+    out.sequence(mine, [](WireWriter& w, const SlotCrc& crc) {
+        w.u32(crc.file);
+        w.u32(crc.slot);
+        w.u32(crc.crc);
+    });
+    std::vector<SlotCrc> all;
+    for (const auto& bytes : comm.all_gather(out.bytes())) {
+        WireReader in(bytes, "slot CRCs");
+        std::vector<SlotCrc> crcs = in.sequence(12, [](WireReader& r) {
+            SlotCrc crc;
+            crc.file = r.u32();
+            crc.slot = r.u32();
+            crc.crc = r.u32();
+            return crc;
+        });
+        in.expect_end();
+        all.insert(all.end(), crcs.begin(), crcs.end());
+    }
+    return all;
+}
+
+}  // namespace
+
+ExecuteOutcome execute_and_finalize(PhaseRunner& phases, const run::RunPlan& plan,
+                                    const std::string& output_dir, const Options& options) {
+    const parallel::Communicator& comm = phases.comm();
+    const RankTarget target{output_dir, phases.rank()};
+    io::InputFiles inputs(plan.tensors.inputs, io::InputFiles::default_capacity());
+    parallel::PeerChannel channel(comm);
+    Observer* observer = phases.observer();
+    if (observer != nullptr)
+        observer->progress_started(plan.bytes_to_write());
+
+    std::uint64_t done = 0;
+    io::CopyOptions copy = copy_options(options);
+    copy.on_progress = [&](std::uint64_t bytes) {
+        done += bytes;
+        throw_if_interrupted();
+        if (channel.peer_failed())
+            throw parallel::StoppedByPeer{};
+        if (comm.is_root()) {
+            if (observer != nullptr)
+                observer->progress(channel.total_progress(done));
+        } else {
+            channel.report_progress(done);
+        }
+    };
+    ExecuteReport report;
+    parallel::Outcome outcome = parallel::capture([&] {
+        throw_if_interrupted();
+        execute_tasks(plan, target, inputs, copy, report);
+    });
+    if (outcome.kind == parallel::OutcomeKind::kFailed)
+        channel.announce_failure();
+    if (!comm.is_root())
+        channel.report_progress(done, true);
+    comm.quiet_barrier([&] {
+        if (observer != nullptr)
+            observer->progress(channel.total_progress(done));
+    });
+    channel.drain();
+    if (observer != nullptr)
+        observer->progress_finished(channel.total_progress(done));
+
+    ExecuteOutcome result;
+    result.peak_open_inputs = inputs.peak_open();
+    result.ok = phases.settle("execute", outcome);
+    // Every rank's finished files and shared-file CRCs, for the report or the tails.
+    std::vector<std::uint32_t> completed = gather_files(comm, report.completed_files);
+    std::vector<SlotCrc> crcs = gather_crcs(comm, report.shared_crcs);
+    if (result.ok) {
+        result.ok = phases.run("finalize", [&] {
+            for (std::uint32_t f = 0; f < plan.files.size(); ++f) {
+                if (plan.is_shared(f) && !plan.files[f].skip &&
+                    plan.lead_of(f).rank == target.rank) {
+                    finalize_shared_file(plan, output_dir, f, crcs);
+                    completed.push_back(f);
+                }
+            }
+        });
+    }
+    if (!result.ok) {
+        remove_temp_files(plan, target, report);
+        result.completed = gather_files(comm, completed);
+    }
+    return result;
+}
+
+}  // namespace z2f::driver

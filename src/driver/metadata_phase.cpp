@@ -1,0 +1,64 @@
+#include "driver/metadata_phase.hpp"
+
+#include "checkpoint/assemble.hpp"
+#include "checkpoint/discovery.hpp"
+#include "checkpoint/meta_codec.hpp"
+#include "driver/phase_runner.hpp"
+#include "parallel/agreement.hpp"
+
+namespace z2f::driver {
+namespace {
+
+// Every rank's failures of a nested step as one error, thrown on every rank alike.
+void throw_agreed_failure(const parallel::Agreement& agreement) {
+    std::string message;
+    for (const std::string& text : agreement.distinct_messages())
+        message += (message.empty() ? "" : "\n") + text;
+    throw Error(agreement.kind, message);
+}
+
+}  // namespace
+
+checkpoint::CheckpointFiles discover_files(const parallel::Communicator& comm,
+                                           const std::string& checkpoint_dir,
+                                           const std::string& tag) {
+    std::vector<std::byte> encoded;
+    parallel::Outcome outcome = parallel::capture([&] {
+        if (comm.is_root())
+            encoded =
+                checkpoint::encode_files(checkpoint::discover_checkpoint(checkpoint_dir, tag));
+    });
+    // Rank 0's outcome travels with the broadcast so that every rank fails alike.
+    parallel::Agreement agreement = parallel::agree(comm, outcome);
+    if (!agreement.ok)
+        throw_agreed_failure(agreement);
+    return checkpoint::decode_files(comm.broadcast(std::move(encoded)));
+}
+
+checkpoint::CheckpointMeta read_metadata(const parallel::Communicator& comm,
+                                         const checkpoint::CheckpointFiles& files) {
+    std::vector<checkpoint::InputFileSpec> inputs = checkpoint::checkpoint_inputs(files);
+    const auto ranks = static_cast<std::size_t>(comm.size());
+    WireWriter mine;
+    parallel::Outcome outcome = parallel::capture([&] {
+        for (auto i = static_cast<std::size_t>(comm.rank()); i < inputs.size(); i += ranks) {
+            throw_if_interrupted();
+            checkpoint::encode_file_meta(
+                checkpoint::read_file_meta(inputs[i], static_cast<std::uint32_t>(i)), mine);
+        }
+    });
+    parallel::Agreement agreement = parallel::agree(comm, outcome);
+    if (!agreement.ok)
+        throw_agreed_failure(agreement);
+    std::vector<std::vector<std::byte>> all = comm.all_gather(mine.bytes());
+    std::vector<checkpoint::FileMeta> metas(inputs.size());
+    for (std::size_t rank = 0; rank < all.size(); ++rank) {
+        WireReader in(all[rank], "file metadata");
+        for (std::size_t i = rank; i < inputs.size(); i += ranks)
+            metas[i] = checkpoint::decode_file_meta(in);
+        in.expect_end();
+    }
+    return checkpoint::assemble_checkpoint_meta(files, std::move(metas));
+}
+
+}  // namespace z2f::driver

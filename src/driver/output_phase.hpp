@@ -1,0 +1,29 @@
+// The prepare phases, collective; nothing is written before they pass.
+//
+//   inspect   rank 0 looks at OUT_DIR (output_dir.hpp): conflicts, stale shards, the resume
+//             manifest, free space; or finds a finished output that --verify alone only checks.
+//             The decision (which files are complete, verify only) is broadcast and applied to
+//             the plan on every rank.
+//   prepare   rank 0 creates OUT_DIR, removes what --overwrite replaces, writes the manifest.
+#pragma once
+
+#include <string>
+
+#include "driver/output_dir.hpp"
+#include "driver/phase_runner.hpp"
+#include "run/run_plan.hpp"
+
+namespace z2f::driver {
+
+struct OutputPreparation {
+    bool verify_only = false;    // every rank
+    OutputDirDecision decision;  // rank 0 only
+};
+
+bool inspect_output(PhaseRunner& phases, run::RunPlan& plan, const std::string& output_dir,
+                    const Options& options, OutputPreparation& preparation);
+
+bool prepare_output(PhaseRunner& phases, const run::RunPlan& plan, const std::string& output_dir,
+                    const OutputPreparation& preparation);
+
+}  // namespace z2f::driver

@@ -1,0 +1,77 @@
+#include "driver/run_report.hpp"
+
+#include <algorithm>
+
+#include <sys/resource.h>
+
+#include "io/posix_file.hpp"
+
+namespace z2f::driver {
+namespace {
+
+// Peak resident set of this process in bytes (VmHWM), or 0 when unknown.
+std::uint64_t peak_rss_bytes() {
+    struct rusage usage {};
+    if (::getrusage(RUSAGE_SELF, &usage) != 0)
+        return 0;
+    return static_cast<std::uint64_t>(usage.ru_maxrss) * 1024;  // Linux reports KiB
+}
+
+}  // namespace
+
+ConversionResult build_result(const PhaseRunner& phases, const RunFacts& facts) {
+    const parallel::Communicator& comm = phases.comm();
+    io::IoCounters counters = io::io_counters();
+    ConversionResult result;
+    result.bytes_read = comm.sum(counters.bytes_read);
+    result.bytes_written = comm.sum(counters.bytes_written);
+    result.peak_rss_bytes = comm.max(peak_rss_bytes());
+    result.peak_open_inputs = comm.max(facts.peak_open_inputs);
+    result.ranks = comm.size();
+    result.dry_run = facts.dry_run;
+    result.executed = facts.executed;
+    result.verify_only = facts.verify_only;
+    result.verified = facts.verified;
+    result.wall_seconds = phases.elapsed_seconds();
+    result.phase_seconds = phases.phase_seconds();
+    if (facts.plan == nullptr)
+        return result;
+
+    const run::RunPlan& plan = *facts.plan;
+    result.plan = run::conversion_plan_view(plan);
+    result.warnings = plan.warnings;
+    result.output_bytes = plan.output_bytes();
+    const bool failed = phases.failure().has_value();
+    for (std::uint32_t f = 0; f < plan.files.size(); ++f) {
+        const run::OutputFileRecord& record = plan.files[f];
+        FileReport file;
+        file.name = record.name();
+        file.size = record.layout.size;
+        for (std::uint32_t t = record.first_task; t < record.first_task + record.task_count; ++t)
+            file.ranks.push_back(static_cast<int>(plan.tasks[t].rank));
+        file.kept = record.skip;
+        file.complete = failed ? record.skip || std::binary_search(facts.completed.begin(),
+                                                                   facts.completed.end(), f)
+                               : !facts.dry_run;
+        result.files.push_back(std::move(file));
+    }
+    std::vector<std::uint64_t> reads = plan.bytes_to_read();
+    for (std::size_t i = 0; i < plan.tensors.inputs.size(); ++i) {
+        result.inputs.push_back(
+            {plan.tensors.inputs[i].path, plan.tensors.inputs[i].size, reads[i]});
+    }
+    return result;
+}
+
+void throw_conversion_error(const PhaseRunner& phases, ConversionResult partial) {
+    const parallel::Agreement& agreement = *phases.failure();
+    std::string message;
+    for (const std::string& text : agreement.distinct_messages())
+        message += (message.empty() ? "" : "\n") + text;
+    std::vector<RankFailure> failures;
+    for (const parallel::Failure& failure : agreement.failures)
+        failures.push_back({failure.rank, failure.kind, failure.message});
+    throw ConversionError(agreement.kind, message, std::move(failures), std::move(partial));
+}
+
+}  // namespace z2f::driver

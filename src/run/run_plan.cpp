@@ -1,0 +1,224 @@
+#include "run/run_plan.hpp"
+
+#include <algorithm>
+#include <sstream>
+
+#include "common/crc32.hpp"
+#include "common/errors.hpp"
+#include "output/output_plan.hpp"
+#include "plan/consolidation.hpp"
+#include "plan/selection.hpp"
+
+namespace z2f::run {
+namespace {
+
+plan::PlanOptions consolidation_options(const Options& options) {
+    plan::PlanOptions plan_options;
+    plan_options.dtype = options.dtype;
+    plan_options.cast_all_buffers = options.cast_all_buffers;
+    plan_options.keep_frozen_dtype = options.keep_frozen_dtype;
+    plan_options.exclude_frozen = options.exclude_frozen;
+    plan_options.stage1_frozen = options.stage1_frozen;
+    return plan_options;
+}
+
+// Everything that shapes the output bytes, and the inputs they come from.
+std::string run_identity(const checkpoint::CheckpointMeta& meta, const Options& options) {
+    std::ostringstream text;
+    text << "checkpoint=" << meta.files.tag_dir << "\n";
+    for (std::size_t i = 0; i < meta.inputs.size(); ++i) {
+        text << "input=" << meta.inputs[i] << " " << meta.input_sizes[i] << "\n";
+    }
+    text << "format=" << enum_name(options.format) << " dtype=" << dtype_display_name(options.dtype)
+         << " shard=" << (options.max_shard_size ? std::to_string(*options.max_shard_size) : "none")
+         << " cast_all_buffers=" << options.cast_all_buffers
+         << " keep_frozen_dtype=" << options.keep_frozen_dtype
+         << " stage1_frozen=" << enum_name(options.stage1_frozen)
+         << " exclude_frozen=" << options.exclude_frozen << " untie=" << options.untie
+         << " hdf5_bf16_float=" << (options.hdf5_bf16 == Hdf5Bf16::kFloat) << "\n";
+    for (const auto& pattern : options.include)
+        text << "include=" << pattern << "\n";
+    for (const auto& pattern : options.exclude)
+        text << "exclude=" << pattern << "\n";
+    for (const auto& prefix : options.strip_prefixes)
+        text << "strip=" << prefix << "\n";
+    return text.str();
+}
+
+OutputFileRecord make_record(output::OutputFileLayout layout, const output::OutputFile& file) {
+    OutputFileRecord record;
+    record.layout = std::move(layout);
+    record.tensors = file.tensors;
+    record.data_bytes = file.data_bytes;
+    const auto& fixed = record.layout.fixed;
+    if (!fixed.empty() && fixed.front().offset == 0) {
+        record.header_length = fixed.front().bytes.size();
+        record.header_crc32 = crc32_of(fixed.front().bytes);
+    }
+    return record;
+}
+
+}  // namespace
+
+void validate_options(const Options& options) {
+    if (options.dtype != DType::kF32 && options.dtype != DType::kBF16 &&
+        options.dtype != DType::kF16) {
+        throw_usage_error("the output dtype must be " + enum_choices<DType>() + " (got " +
+                          std::string(dtype_display_name(options.dtype)) + ")");
+    }
+    // The command line keeps to 64KiB..16GiB; the library only needs room for a few elements
+    // (the tests exercise odd small buffers).
+    if (options.buffer_size < 256 || options.buffer_size > (std::uint64_t{16} << 30)) {
+        throw_usage_error("the buffer size must be between 256 bytes and 16GiB (got " +
+                          std::to_string(options.buffer_size) + " bytes)");
+    }
+    if (options.overwrite && options.resume) {
+        throw_usage_error("--overwrite starts over and --resume continues: give one of them");
+    }
+    if (options.dry_run && options.verify) {
+        throw_usage_error("--dry-run writes and reads nothing, so it cannot --verify");
+    }
+}
+
+std::vector<const plan::WriteTask*> RunPlan::tasks_of(std::uint32_t rank) const {
+    std::vector<const plan::WriteTask*> mine;
+    for (const plan::WriteTask& task : tasks) {
+        if (task.rank == rank)
+            mine.push_back(&task);
+    }
+    return mine;
+}
+
+const plan::PlannedTensor& RunPlan::source_of(std::uint32_t tensor) const {
+    const plan::PlannedTensor* source = &tensors.tensors.at(tensor);
+    if (source->is_alias())
+        source = &tensors.tensors.at(static_cast<std::size_t>(source->alias_of));
+    return *source;
+}
+
+std::uint64_t RunPlan::bytes_to_write() const noexcept {
+    std::uint64_t bytes = 0;
+    for (const OutputFileRecord& file : files) {
+        if (!file.skip)
+            bytes += file.layout.size;
+    }
+    return bytes;
+}
+
+std::uint64_t RunPlan::output_bytes() const noexcept {
+    std::uint64_t bytes = 0;
+    for (const OutputFileRecord& file : files)
+        bytes += file.layout.size;
+    return bytes;
+}
+
+std::vector<std::uint64_t> RunPlan::bytes_to_read() const {
+    std::vector<std::uint64_t> reads(tensors.inputs.size(), 0);
+    for (const OutputFileRecord& file : files) {
+        if (file.skip)
+            continue;
+        for (const output::TensorSlot& slot : file.layout.slots) {
+            for (const SourceExtent& extent : source_of(slot.tensor).extents)
+                reads.at(extent.file) += extent.length;
+        }
+    }
+    return reads;
+}
+
+void RunPlan::apply_resume(const std::vector<bool>& skip) {
+    if (skip.size() != files.size())
+        throw_internal_error("resume decision for " + std::to_string(skip.size()) + " of " +
+                             std::to_string(files.size()) + " files");
+    for (std::size_t f = 0; f < files.size(); ++f)
+        files[f].skip = skip[f];
+}
+
+RunPlan build_run_plan(const checkpoint::CheckpointMeta& meta, const RunSettings& settings) {
+    const Options& options = settings.options;
+    validate_options(options);
+    RunPlan run;
+    run.checkpoint = meta.files;
+    run.zero_stage = meta.zero_stage;
+    run.world_size = meta.world_size;
+    run.ds_version = meta.ds_version;
+    run.ranks = settings.ranks;
+    run.format = options.format;
+    run.notes = meta.notes;
+
+    plan::ConsolidationPlan consolidation =
+        plan::plan_consolidation(meta, consolidation_options(options));
+    run.warnings = consolidation.warnings;
+    run.notes.insert(run.notes.end(), consolidation.notes.begin(), consolidation.notes.end());
+    plan::SelectionOptions selection{options.include, options.exclude, options.strip_prefixes,
+                                     options.untie};
+    run.tensors = plan::select_tensors(consolidation.plan, selection);
+
+    output::OutputPlan outputs = output::plan_outputs(
+        run.tensors, output::OutputPlanOptions{options.format, options.max_shard_size});
+    run.index_name = outputs.index_name;
+    run.index_json = outputs.index_json;
+
+    output::LayoutOptions layout_options;
+    layout_options.hdf5_bf16_as_float = options.hdf5_bf16 == Hdf5Bf16::kFloat;
+    layout_options.writer_version = settings.writer_version;
+    layout_options.source_checkpoint = meta.files.tag_dir;
+    std::vector<plan::FileWork> work;
+    for (std::uint32_t f = 0; f < outputs.files.size(); ++f) {
+        run.files.push_back(make_record(
+            output::layout_output_file(run.tensors, outputs, f, layout_options), outputs.files[f]));
+        plan::FileWork file;
+        for (const output::TensorSlot& slot : run.files.back().layout.slots)
+            file.slot_bytes.push_back(slot.length);
+        work.push_back(std::move(file));
+    }
+
+    plan::Ownership ownership = plan::assign_ownership(work, settings.ranks);
+    run.tasks = std::move(ownership.tasks);
+    for (std::uint32_t t = 0; t < run.tasks.size(); ++t) {
+        OutputFileRecord& file = run.files.at(run.tasks[t].file);
+        if (file.task_count == 0)
+            file.first_task = t;
+        ++file.task_count;
+    }
+    run.identity = run_identity(meta, options);
+    return run;
+}
+
+ConversionPlan conversion_plan_view(const RunPlan& run) {
+    ConversionPlan view;
+    view.checkpoint = run.checkpoint.tag_dir;
+    view.tag = run.checkpoint.tag;
+    view.zero_stage = run.zero_stage;
+    view.world_size = run.world_size;
+    view.ds_version = run.ds_version;
+    view.format = run.format;
+    view.index = run.index_name;
+    view.warnings = run.warnings;
+    std::vector<std::string> file_of(run.tensors.tensors.size());
+    for (const OutputFileRecord& file : run.files) {
+        view.files.push_back({file.name(), file.layout.size});
+        for (std::uint32_t tensor : file.tensors)
+            file_of.at(tensor) = file.name();
+    }
+    for (std::size_t i = 0; i < run.tensors.tensors.size(); ++i) {
+        const plan::PlannedTensor& tensor = run.tensors.tensors[i];
+        ConversionPlan::Tensor entry;
+        entry.name = tensor.name;
+        entry.dtype = tensor.output_dtype;
+        entry.source_dtype = tensor.source_dtype;
+        entry.shape = tensor.shape;
+        entry.role = tensor.role;
+        if (tensor.is_alias()) {
+            const auto owner = static_cast<std::size_t>(tensor.alias_of);
+            entry.alias_of = run.tensors.tensors.at(owner).name;
+            // safetensors writes an alias nowhere: its data is in the owner's file.
+            entry.file = file_of[i].empty() ? file_of.at(owner) : file_of[i];
+        } else {
+            entry.file = file_of[i];
+        }
+        view.tensors.push_back(std::move(entry));
+    }
+    return view;
+}
+
+}  // namespace z2f::run
