@@ -13,6 +13,7 @@ packages=(
     openmpi-bin libopenmpi-dev libhdf5-openmpi-dev
     libboost-program-options-dev libgtest-dev zlib1g-dev nlohmann-json3-dev
     libisal-dev                              # CRC-32 (common/crc32.cpp)
+    liburing-dev                             # io_uring engine (io/uring_async_io.cpp)
 )
 if [[ "${1:-}" == "--test" ]]; then
     packages+=(
