@@ -9,6 +9,9 @@
 //   --mode auto|direct|buffered (read, auto)   --extent BYTES    (read: ranges of this size,
 //                                                                 one after the other)
 //   --crc                       (read: CRC-32 of every byte delivered, printed)
+//   --no-huge                   (blocks in 4 KiB pages, not transparent huge pages)
+//   --buffered-uring            (write: buffered through io_uring, which DirectWriter never
+//                                picks by itself: the measurement behind that choice)
 //
 // The written bytes: each 4 KiB page starts with its file offset (one store per page, so the
 // figure is the I/O path's, not a fill loop's). Time runs from the writer's construction to
@@ -46,6 +49,8 @@ struct Arguments {
     z2f::io::ReadMode mode = z2f::io::ReadMode::kAuto;
     std::uint64_t extent = 0;
     bool crc = false;
+    bool huge_pages = true;
+    bool buffered_uring = false;
 };
 
 [[noreturn]] void usage() {
@@ -53,7 +58,8 @@ struct Arguments {
         stderr,
         "usage: io_engine_bench write PATH BYTES | read PATH... [--engine io_uring|threads]"
         " [--block MIB] [--inflight N] [--budget MIB] [--buffered] [--no-prealloc]"
-        " [--mode auto|direct|buffered] [--extent BYTES] [--crc]\n");
+        " [--mode auto|direct|buffered] [--extent BYTES] [--crc] [--no-huge]"
+        " [--buffered-uring]\n");
     std::exit(2);
 }
 
@@ -91,6 +97,11 @@ Arguments parse(int argc, char** argv) {
                                              : z2f::io::ReadMode::kAuto;
         } else if (flag == "--extent") {
             args.extent = std::stoull(value());
+        } else if (flag == "--buffered-uring") {
+            args.buffered = true;
+            args.buffered_uring = true;
+        } else if (flag == "--no-huge") {
+            args.huge_pages = false;
         } else if (flag == "--crc") {
             args.crc = true;
         } else if (flag.starts_with("--")) {
@@ -107,21 +118,32 @@ double now() {
         .count();
 }
 
-std::string peak_rss_mib() {
-    // /proc files report size 0, so read_small_file would see nothing: plain stdio here.
-    std::FILE* status = std::fopen("/proc/self/status", "r");
+// A field of /proc/self/<file> ("VmHWM:", "AnonHugePages:") in MiB. /proc files report size
+// 0, so read_small_file would see nothing: plain stdio here.
+std::string proc_mib(const char* file, const char* field) {
+    std::FILE* status = std::fopen(file, "r");
     if (status == nullptr) {
         return "?";
     }
     char line[256];
     std::string result = "?";
+    const std::size_t field_length = std::strlen(field);
     while (std::fgets(line, sizeof line, status) != nullptr) {
-        if (std::strncmp(line, "VmHWM:", 6) == 0) {
-            result = std::to_string(std::strtoull(line + 6, nullptr, 10) / 1024);
+        if (std::strncmp(line, field, field_length) == 0) {
+            result = std::to_string(std::strtoull(line + field_length, nullptr, 10) / 1024);
         }
     }
     std::fclose(status);
     return result;
+}
+
+std::string peak_rss_mib() {
+    return proc_mib("/proc/self/status", "VmHWM:");
+}
+
+// Measured while the blocks still exist: how much of them the kernel gave huge pages.
+std::string huge_mib() {
+    return proc_mib("/proc/self/smaps_rollup", "AnonHugePages:");
 }
 
 int run_write(const Arguments& args) {
@@ -138,8 +160,11 @@ int run_write(const Arguments& args) {
     options.memory_budget = args.budget;
     options.direct = !args.buffered;
     options.preallocate = args.preallocate;
+    options.huge_pages = args.huge_pages;
     const double start = now();
-    z2f::io::DirectWriter writer(path, 0, bytes, options);
+    z2f::io::DirectWriter writer(
+        path, 0, bytes, options,
+        args.buffered_uring ? z2f::io::make_async_io(IoEngine::kIoUring, args.inflight) : nullptr);
     std::uint64_t offset = 0;
     while (offset < bytes) {
         std::span<std::byte> space = writer.buffer();
@@ -150,15 +175,16 @@ int run_write(const Arguments& args) {
         writer.commit(space.size());
         offset += space.size();
     }
+    const std::string huge = huge_mib();
     writer.finish();
     const double seconds = now() - start;
     z2f::io::File check = z2f::io::File::open_read(path);
     std::printf(
         "write engine=%s block_mib=%zu inflight=%zu direct=%d prealloc=%d bytes=%llu "
-        "seconds=%.3f gbps=%.3f peak_rss_mib=%s cached_after=%.3f size_ok=%d\n",
+        "seconds=%.3f gbps=%.3f peak_rss_mib=%s huge_mib=%s cached_after=%.3f size_ok=%d\n",
         z2f::io::io_engine_name(writer.engine()), writer.block_size() / kMiB, writer.block_count(),
         writer.direct() ? 1 : 0, args.preallocate ? 1 : 0, static_cast<unsigned long long>(bytes),
-        seconds, static_cast<double>(bytes) / seconds / 1e9, peak_rss_mib().c_str(),
+        seconds, static_cast<double>(bytes) / seconds / 1e9, peak_rss_mib().c_str(), huge.c_str(),
         check.cached_fraction(0, bytes), check.size() == bytes ? 1 : 0);
     return 0;
 }
@@ -183,6 +209,7 @@ int run_read(const Arguments& args) {
     options.blocks_in_flight = args.inflight;
     options.memory_budget = args.budget;
     options.mode = args.buffered ? z2f::io::ReadMode::kBuffered : args.mode;
+    options.huge_pages = args.huge_pages;
     const double start = now();
     z2f::io::DirectReader reader(args.positional, std::move(ranges), options);
     std::uint64_t delivered = 0;
@@ -194,13 +221,14 @@ int run_read(const Arguments& args) {
         }
     }
     const double seconds = now() - start;
+    const std::string huge = huge_mib();
     std::printf(
         "read engine=%s block_mib=%zu inflight=%zu direct=%d sampled_cached=%.3f bytes=%llu "
-        "seconds=%.3f gbps=%.3f peak_rss_mib=%s crc=%08x ok=%d\n",
+        "seconds=%.3f gbps=%.3f peak_rss_mib=%s huge_mib=%s crc=%08x ok=%d\n",
         z2f::io::io_engine_name(reader.engine()), reader.block_size() / kMiB, reader.block_count(),
         reader.direct() ? 1 : 0, reader.sampled_cached_fraction(),
         static_cast<unsigned long long>(delivered), seconds,
-        static_cast<double>(delivered) / seconds / 1e9, peak_rss_mib().c_str(),
+        static_cast<double>(delivered) / seconds / 1e9, peak_rss_mib().c_str(), huge.c_str(),
         static_cast<unsigned>(crc), delivered == total ? 1 : 0);
     return 0;
 }

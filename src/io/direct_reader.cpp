@@ -92,7 +92,7 @@ DirectReader::DirectReader(std::vector<std::string> paths, std::vector<ReadRange
     inputs_.resize(paths_.size());
     blocks_.reserve(count);
     for (std::size_t i = 0; i < count; ++i) {
-        blocks_.emplace_back(kPage, block);
+        blocks_.emplace_back(kPage, block, options.huge_pages);
     }
     for (std::size_t i = count; i > 0; --i) {
         free_blocks_.push_back(i - 1);

@@ -66,6 +66,8 @@ struct DirectReaderOptions {
     double warm_threshold = 0.5;
     // Pages sampled by kAuto: this many windows of 256 KiB spread over the ranges.
     std::size_t warm_samples = 32;
+    // Blocks of 2 MiB or more in transparent huge pages (aligned_buffer.hpp says why).
+    bool huge_pages = true;
 };
 
 // Fraction of the pages cached in up to `samples` windows of 256 KiB spread evenly over the

@@ -33,7 +33,8 @@
 // Fallback. Where the file system refuses O_DIRECT, at open or on the first transfer (EINVAL:
 // tmpfs before Linux 6.6, some FUSE or NFS mounts), or demands more alignment than the range
 // has, the same bytes are written with buffered pwrite through the same pipeline (no padding);
-// direct() tells which. Nothing else changes for the caller.
+// direct() tells which; buffered writes always use the thread engine (io_uring hands buffered
+// writes of one file to one kernel worker at a time). Nothing else changes for the caller.
 //
 // Errors. A failed or short-and-stuck transfer (EIO, ENOSPC, EDQUOT...) is an Error naming the
 // path and the offset, thrown by the next buffer(), commit(), append() or finish(); the other
@@ -67,6 +68,8 @@ struct DirectWriterOptions {
     bool direct = true;
     // fallocate the range before writing (see above); skipped where unsupported.
     bool preallocate = true;
+    // Blocks of 2 MiB or more in transparent huge pages (aligned_buffer.hpp says why).
+    bool huge_pages = true;
 };
 
 class DirectWriter {
@@ -113,7 +116,8 @@ class DirectWriter {
     void submit_current();
     void submit(std::size_t block);
     void reap_one();
-    void fall_back_to_buffered();
+    void complete(std::size_t block, std::int64_t result);
+    void fall_back_to_buffered(std::size_t refused);
     void record_error(int errnum, std::uint64_t offset);
     void throw_if_failed() const;
 
