@@ -1,20 +1,25 @@
 // DirectWriter: byte identity with a plain buffered write for sizes around the block and the
 // alignment, ranges of a shared file, the memory budget, buffered fallbacks (tmpfs, O_DIRECT
 // refused on the first write), errors of requests in flight, and destruction mid-stream.
-// Files live under $TMPDIR (ext4 here, where O_DIRECT works) unless a test says otherwise.
+// Files live under $TMPDIR (ext4 here, where O_DIRECT works) unless a test says otherwise. The
+// last test also reads through DirectReader: a ramfs mount is set up once for both.
 #include "io/direct_writer.hpp"
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
 #include <random>
+#include <sched.h>
 #include <string>
 #include <unistd.h>
 #include <vector>
 
 #include <gtest/gtest.h>
+#include <sys/mount.h>
 
 #include "io/async_io.hpp"
+#include "io/direct_reader.hpp"
 #include "io/posix_file.hpp"
 #include "support/faulty_async_io.hpp"
 #include "support/test_files.hpp"
@@ -360,6 +365,51 @@ TEST(DirectWriter, MisuseIsRefused) {
     EXPECT_THROW(writer.finish(), Error);                                   // 5 bytes missing
     EXPECT_THROW(writer.append(as_bytes(std::span("0123456", 7))), Error);  // past the end
     EXPECT_THROW(writer.commit(100), Error);
+}
+
+}  // namespace
+}  // namespace z2f::io
+
+namespace z2f::io {
+namespace {
+
+// A file system that refuses O_DIRECT at open (EINVAL): ramfs, mounted in a private mount
+// namespace of this test process (root only; skipped otherwise). On Linux 6.6+ tmpfs takes
+// O_DIRECT, so this is the one place the open-time fallback of both the writer and the reader
+// runs for real.
+TEST(DirectIoFallback, RamfsRefusesODirectAtOpenAndGetsTheSameBytes) {
+    testing::TempDir dir;
+    const std::string mount_point = dir.file("ramfs");
+    make_directories(mount_point);
+    if (::geteuid() != 0 || ::unshare(CLONE_NEWNS) != 0 ||
+        ::mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0 ||
+        ::mount("z2f-test", mount_point.c_str(), "ramfs", 0, nullptr) != 0) {
+        GTEST_SKIP() << "cannot mount a ramfs here (needs root): " << std::strerror(errno);
+    }
+    const std::string path = mount_point + "/out";
+    ASSERT_FALSE(File::try_open_direct(path, DirectOpen::kWrite).has_value());
+    const auto data = random_bytes(5 * kBlock + 3, 43);
+    {
+        DirectWriter writer(path, 0, data.size(), small_blocks(IoEngine::kIoUring));
+        EXPECT_FALSE(writer.direct());
+        EXPECT_EQ(writer.engine(), IoEngine::kThreads);
+        append_in_pieces(writer, data);
+        writer.finish();
+    }
+    EXPECT_EQ(testing::read_file_bytes(path), data);
+    {
+        DirectReaderOptions options;
+        options.mode = ReadMode::kDirect;
+        options.block_size = kBlock;
+        DirectReader reader({path}, {{0, 1, data.size() - 1}}, options);
+        std::vector<std::byte> got;
+        while (auto piece = reader.next()) {
+            got.insert(got.end(), piece->bytes.begin(), piece->bytes.end());
+        }
+        EXPECT_TRUE(std::equal(got.begin(), got.end(), data.begin() + 1, data.end()));
+    }
+    remove_file(path);
+    ::umount2(mount_point.c_str(), MNT_DETACH);
 }
 
 }  // namespace
