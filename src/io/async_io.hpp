@@ -14,8 +14,9 @@
 // EPERM: io_uring disabled by sysctl or seccomp, as some sites and containers do).
 //
 // The destructor waits for every request already handed to the kernel (its buffer must stay
-// valid until then; no request outlives the engine) and drops the ones not started yet. Only
-// the owner's thread calls the engine; the worker threads never call MPI and block every signal.
+// valid until then; no request outlives the engine) and drops the ones not started yet. One
+// thread uses an engine (the io_uring one is set up IORING_SETUP_SINGLE_ISSUER: the first
+// thread that submits owns the ring); the worker threads never call MPI and block every signal.
 #pragma once
 
 #include <cstddef>
