@@ -2,6 +2,11 @@
 # The direct-I/O engine against the device's limits, on the file system of --work.
 #
 #   bench/io_engine.sh [--work DIR] [--rounds N] [--small BYTES] [--large BYTES] [--quick]
+#                      [--fio-hugepages]
+#
+# --fio-hugepages (root) adds fio with its buffers in huge pages (--iomem=shmhuge), the fair
+# limit for a writer whose blocks are in huge pages: it reserves 40 hugetlb pages (80 MiB) in
+# /proc/sys/vm/nr_hugepages for the run and puts the old value back at exit.
 #
 # In interleaved rounds (every contender once per round, so drift of a noisy machine hits all
 # of them alike), every sample printed:
@@ -26,6 +31,7 @@ rounds=3
 small=805948632
 large=6000000000
 quick=0
+fio_huge=0
 while [[ $# -gt 0 ]]; do
     case "$1" in
         --work) work=$2; shift 2 ;;
@@ -33,7 +39,8 @@ while [[ $# -gt 0 ]]; do
         --small) small=$2; shift 2 ;;
         --large) large=$2; shift 2 ;;
         --quick) quick=1; shift ;;
-        *) echo "usage: $0 [--work DIR] [--rounds N] [--small BYTES] [--large BYTES] [--quick]" >&2; exit 2 ;;
+        --fio-hugepages) fio_huge=1; shift ;;
+        *) echo "usage: $0 [--work DIR] [--rounds N] [--small BYTES] [--large BYTES] [--quick] [--fio-hugepages]" >&2; exit 2 ;;
     esac
 done
 
@@ -46,6 +53,13 @@ csv=bench/results/io_engine.csv
 echo "test,bytes,contender,round,seconds,gbps,wall_seconds,detail" >"$csv"
 can_drop=0
 [[ $(id -u) -eq 0 && -w /proc/sys/vm/drop_caches ]] && can_drop=1
+
+if [[ $fio_huge -eq 1 ]]; then
+    [[ $can_drop -eq 1 ]] || { echo "--fio-hugepages needs root" >&2; exit 2; }
+    old_hugepages=$(cat /proc/sys/vm/nr_hugepages)
+    trap 'echo "$old_hugepages" >/proc/sys/vm/nr_hugepages' EXIT
+    echo $((old_hugepages + 40)) >/proc/sys/vm/nr_hugepages
+fi
 
 log() { echo "[io_engine $(date +%H:%M:%S)] $*" >&2; }
 
@@ -84,6 +98,9 @@ clean_outputs() { rm -f "$work"/out.*; sync; }
 write_contenders() {
     local bytes=$1 configs=$2
     echo "fio io_uring 16x4M|fio --name=w --filename=$work/out.fio --rw=write --direct=1 --ioengine=io_uring --iodepth=16 --bs=4M --size=$((bytes / 4194304 * 4194304)) --end_fsync=1 --output-format=json --output=$work/fio.json"
+    if [[ $fio_huge -eq 1 ]]; then
+        echo "fio io_uring 16x4M hugepages|fio --name=w --filename=$work/out.fio --rw=write --direct=1 --ioengine=io_uring --iodepth=16 --bs=4M --size=$((bytes / 4194304 * 4194304)) --end_fsync=1 --iomem=shmhuge --output-format=json --output=$work/fio.json"
+    fi
     echo "dd bs=16M oflag=direct|dd if=/dev/zero of=$work/out.dd bs=16M iflag=count_bytes count=$bytes oflag=direct conv=fsync status=none"
     local engine block inflight
     for engine in io_uring threads; do
@@ -120,9 +137,9 @@ else
 fi
 small_extra="ours io_uring 4Mx4 no-fallocate|$bench write $work/out.ours $small --block 4 --inflight 4 --no-prealloc
 ours threads 4Mx4 no-fallocate|$bench write $work/out.ours $small --engine threads --block 4 --inflight 4 --no-prealloc
-ours io_uring 4Mx4 no-huge-pages|$bench write $work/out.ours $small --block 4 --inflight 4 --no-huge
+ours io_uring 4Mx4 no-huge-pages|$bench write $work/out.ours $small --engine io_uring --block 4 --inflight 4 --no-huge
 ours threads 4Mx4 no-huge-pages|$bench write $work/out.ours $small --engine threads --block 4 --inflight 4 --no-huge
-ours io_uring 4Mx4 buffered|$bench write $work/out.ours $small --block 4 --inflight 4 --buffered-uring
+ours io_uring 4Mx4 buffered|$bench write $work/out.ours $small --engine io_uring --block 4 --inflight 4 --buffered-uring
 ours threads 4Mx4 buffered|$bench write $work/out.ours $small --engine threads --block 4 --inflight 4 --buffered
 "
 run_writes write "$small" "$small_configs" "$small_extra"
@@ -134,18 +151,20 @@ if [[ ! -f $input || $(stat -c %s "$input") -ne $small ]]; then
     "$bench" write "$input" "$small" >/dev/null
 fi
 read_contenders="fio direct io_uring 16x4M|fio --name=r --filename=$input --rw=read --direct=1 --ioengine=io_uring --iodepth=16 --bs=4M --size=$((small / 4194304 * 4194304)) --output-format=json --output=$work/fio.json
-ours io_uring 4Mx4 direct|$bench read $input --mode direct --block 4 --inflight 4
+$([[ $fio_huge -eq 1 ]] && echo "fio direct io_uring 16x4M hugepages|fio --name=r --filename=$input --rw=read --direct=1 --ioengine=io_uring --iodepth=16 --bs=4M --size=$((small / 4194304 * 4194304)) --iomem=shmhuge --output-format=json --output=$work/fio.json")
+ours io_uring 4Mx4 direct|$bench read $input --mode direct --engine io_uring --block 4 --inflight 4
 ours threads 4Mx4 direct|$bench read $input --mode direct --engine threads --block 4 --inflight 4
-ours io_uring 4Mx8 direct|$bench read $input --mode direct --block 4 --inflight 8
-ours io_uring 4Mx4 direct no-huge-pages|$bench read $input --mode direct --block 4 --inflight 4 --no-huge
-ours io_uring 4Mx4 direct 1000003-byte ranges|$bench read $input --mode direct --block 4 --inflight 4 --extent 1000003
-ours io_uring 4Mx4 buffered|$bench read $input --mode buffered --block 4 --inflight 4
+ours io_uring 4Mx8 direct|$bench read $input --mode direct --engine io_uring --block 4 --inflight 8
+ours io_uring 4Mx4 direct no-huge-pages|$bench read $input --mode direct --engine io_uring --block 4 --inflight 4 --no-huge
+ours io_uring 4Mx4 direct 1000003-byte ranges|$bench read $input --mode direct --engine io_uring --block 4 --inflight 4 --extent 1000003
+ours io_uring 4Mx4 buffered|$bench read $input --mode buffered --engine io_uring --block 4 --inflight 4
 ours threads 4Mx4 buffered|$bench read $input --mode buffered --engine threads --block 4 --inflight 4
-ours io_uring 4Mx4 auto|$bench read $input --mode auto --block 4 --inflight 4
+ours io_uring 4Mx4 auto|$bench read $input --mode auto --engine io_uring --block 4 --inflight 4
 dd buffered bs=16M|dd if=$input of=/dev/null bs=16M status=none"
 for round in $(seq 1 "$rounds"); do
     log "read round $round"
     while IFS='|' read -r label command; do
+        [[ -z "$label" ]] && continue
         if [[ $can_drop -eq 1 ]]; then
             sync
             echo 3 >/proc/sys/vm/drop_caches
