@@ -7,6 +7,33 @@ find_package(Boost 1.74 REQUIRED COMPONENTS program_options)
 # The copy engine's write-behind helper thread (io/write_behind.cpp).
 find_package(Threads REQUIRED)
 
+# ISA-L (libisal-dev): CRC-32 with carry-less multiplication, ~10x zlib's crc32 on this
+# machine's CPUs (bench/crc32_bench.cpp, docs/io-engine.md). Debian ships no CMake config for
+# it, and its pkg-config file is not in every release, so it is found by header and library.
+find_path(ISAL_INCLUDE_DIR isa-l/crc.h)
+find_library(ISAL_LIBRARY NAMES isal)
+if(NOT ISAL_INCLUDE_DIR OR NOT ISAL_LIBRARY)
+    message(FATAL_ERROR "ISA-L not found (isa-l/crc.h, libisal): install libisal-dev "
+                        "(scripts/install-deps.sh)")
+endif()
+add_library(ISAL::isal UNKNOWN IMPORTED)
+set_target_properties(ISAL::isal PROPERTIES
+    IMPORTED_LOCATION ${ISAL_LIBRARY} INTERFACE_INCLUDE_DIRECTORIES ${ISAL_INCLUDE_DIR})
+message(STATUS "ISA-L: ${ISAL_LIBRARY}")
+
+# liburing (liburing-dev): the io_uring engine of the direct-I/O writer and reader
+# (io/uring_async_io.cpp). At run time a kernel that refuses io_uring gets the thread engine.
+find_path(LIBURING_INCLUDE_DIR liburing.h)
+find_library(LIBURING_LIBRARY NAMES uring)
+if(NOT LIBURING_INCLUDE_DIR OR NOT LIBURING_LIBRARY)
+    message(FATAL_ERROR "liburing not found (liburing.h, liburing): install liburing-dev "
+                        "(scripts/install-deps.sh)")
+endif()
+add_library(liburing::liburing UNKNOWN IMPORTED)
+set_target_properties(liburing::liburing PROPERTIES
+    IMPORTED_LOCATION ${LIBURING_LIBRARY} INTERFACE_INCLUDE_DIRECTORIES ${LIBURING_INCLUDE_DIR})
+message(STATUS "liburing: ${LIBURING_LIBRARY}")
+
 # The OpenMPI build of HDF5 (libhdf5-openmpi-dev). We only use the serial C API on it: datasets
 # are laid out by the library and their bytes are written by our own copy engine.
 set(HDF5_PREFER_PARALLEL TRUE)

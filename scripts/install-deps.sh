@@ -12,6 +12,8 @@ packages=(
     g++ cmake make pkg-config
     openmpi-bin libopenmpi-dev libhdf5-openmpi-dev
     libboost-program-options-dev libgtest-dev zlib1g-dev nlohmann-json3-dev
+    libisal-dev                              # CRC-32 (common/crc32.cpp)
+    liburing-dev                             # io_uring engine (io/uring_async_io.cpp)
 )
 if [[ "${1:-}" == "--test" ]]; then
     packages+=(
@@ -23,7 +25,8 @@ if [[ "${1:-}" == "--test" ]]; then
     )
 fi
 if [[ "${1:-}" == "--bench" ]]; then
-    packages+=(python3 python3-matplotlib)
+    packages+=(python3 python3-matplotlib
+               fio libdeflate-dev)           # bench/io_engine.sh; crc32_bench's third contender
 fi
 
 missing=()

@@ -1,8 +1,11 @@
-// CRC-32 as ZIP archives use it (the zlib polynomial, reflected, initial value 0).
+// CRC-32 as ZIP archives use it (the zlib polynomial 0xEDB88320, reflected, initial value 0,
+// final complement: the same value as zlib's crc32()).
 //
-// The one place where the program computes CRCs; everything goes through zlib's crc32 and
-// crc32_combine, never a hand-written table. The copy engine checksums a torch `.bin` storage
-// record extent by extent (possibly on several threads), then joins the pieces in file order:
+// The one place where the program computes CRCs, and never with a hand-written table: the
+// bytes go through ISA-L's crc32_gzip_refl (carry-less multiplication, picked at run time for
+// the CPU: about 10x zlib's crc32 here, see docs/io-engine.md), the joins through zlib's
+// crc32_combine. The copy engine checksums a torch `.bin` storage record extent by extent
+// (possibly on several threads), then joins the pieces in file order:
 //
 //     crc(A ++ B) == crc32_join(crc(A), crc(B), size(B))
 //

@@ -1,5 +1,6 @@
 #include "io/posix_file.hpp"
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <climits>
@@ -10,7 +11,9 @@
 #include <memory>
 #include <string>
 #include <unistd.h>
+#include <vector>
 
+#include <sys/mman.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
@@ -101,6 +104,128 @@ std::uint64_t File::size() const {
         throw_io_error("cannot stat", path_, errno);
     }
     return static_cast<std::uint64_t>(st.st_size);
+}
+
+std::optional<File> File::try_open_direct(const std::string& path, DirectOpen mode) {
+    int flags = mode == DirectOpen::kRead ? O_RDONLY : O_WRONLY | O_CREAT;
+    int fd;
+    do {
+        fd = ::open(path.c_str(), flags | O_DIRECT | O_CLOEXEC, 0644);
+    } while (fd < 0 && errno == EINTR);
+    if (fd < 0) {
+        if (errno == EINVAL) {
+            return std::nullopt;
+        }
+        throw_io_error(mode == DirectOpen::kRead ? "cannot open" : "cannot open for writing", path,
+                       errno);
+    }
+    File file(fd, path);
+    if (mode == DirectOpen::kRead) {
+        struct stat st {};
+        if (::fstat(fd, &st) != 0) {
+            throw_io_error("cannot stat", path, errno);
+        }
+        if (S_ISDIR(st.st_mode)) {
+            throw_input_error(path, "is a directory, expected a file");
+        }
+    }
+    return file;
+}
+
+std::int64_t File::read_once(std::uint64_t offset, std::span<std::byte> out) const noexcept {
+    while (true) {
+        ssize_t got = ::pread(fd_, out.data(), std::min(out.size(), kMaxTransfer),
+                              static_cast<off_t>(offset));
+        if (got >= 0) {
+            return got;
+        }
+        if (errno != EINTR) {
+            return -errno;
+        }
+    }
+}
+
+std::int64_t File::write_once(std::uint64_t offset,
+                              std::span<const std::byte> data) const noexcept {
+    while (true) {
+        ssize_t put = ::pwrite(fd_, data.data(), std::min(data.size(), kMaxTransfer),
+                               static_cast<off_t>(offset));
+        if (put >= 0) {
+            return put;
+        }
+        if (errno != EINTR) {
+            return -errno;
+        }
+    }
+}
+
+DirectIoAlignment File::direct_io_alignment() const noexcept {
+    DirectIoAlignment alignment;
+    struct statx info {};
+    if (::statx(fd_, "", AT_EMPTY_PATH, STATX_DIOALIGN, &info) == 0 &&
+        (info.stx_mask & STATX_DIOALIGN) != 0 && info.stx_dio_offset_align != 0) {
+        alignment.memory = info.stx_dio_mem_align;
+        alignment.offset = info.stx_dio_offset_align;
+        alignment.reported = true;
+    }
+    return alignment;
+}
+
+bool File::stop_direct_io() const noexcept {
+    int flags = ::fcntl(fd_, F_GETFL);
+    return flags >= 0 && ::fcntl(fd_, F_SETFL, flags & ~O_DIRECT) == 0;
+}
+
+bool File::allocate(std::uint64_t offset, std::uint64_t length) const {
+    if (length == 0) {
+        return true;
+    }
+    int rc;
+    do {
+        rc = ::fallocate(fd_, 0, static_cast<off_t>(offset), static_cast<off_t>(length));
+    } while (rc != 0 && errno == EINTR);
+    if (rc == 0) {
+        return true;
+    }
+    if (errno == ENOSPC || errno == EDQUOT || errno == EFBIG) {
+        throw_io_error("cannot reserve space for", path_, errno);
+    }
+    return false;  // EOPNOTSUPP, ENOSYS, EINVAL...: the writes allocate as they go
+}
+
+double File::cached_fraction(std::uint64_t offset, std::uint64_t length) const noexcept {
+    struct stat st {};
+    if (::fstat(fd_, &st) != 0) {
+        return 0.0;
+    }
+    const auto file_size = static_cast<std::uint64_t>(st.st_size);
+    if (offset >= file_size) {
+        return 0.0;
+    }
+    length = std::min(length, file_size - offset);
+    const auto page = static_cast<std::uint64_t>(::sysconf(_SC_PAGESIZE));
+    const std::uint64_t begin = offset / page * page;
+    const std::uint64_t end = (offset + length + page - 1) / page * page;
+    if (end == begin) {
+        return 0.0;
+    }
+    const auto map_length = static_cast<std::size_t>(end - begin);
+    void* mapping =
+        ::mmap(nullptr, map_length, PROT_READ, MAP_SHARED, fd_, static_cast<off_t>(begin));
+    if (mapping == MAP_FAILED) {
+        return 0.0;
+    }
+    std::vector<unsigned char> resident(map_length / page);
+    double fraction = 0.0;
+    if (::mincore(mapping, map_length, resident.data()) == 0) {
+        std::size_t count = 0;
+        for (unsigned char flags : resident) {
+            count += flags & 1u;
+        }
+        fraction = static_cast<double>(count) / static_cast<double>(resident.size());
+    }
+    ::munmap(mapping, map_length);
+    return fraction;
 }
 
 std::size_t File::read_at_most(std::uint64_t offset, std::span<std::byte> out) const {

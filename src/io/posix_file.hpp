@@ -25,6 +25,22 @@ IoCounters io_counters() noexcept;
 void count_bytes_read(std::uint64_t bytes) noexcept;
 void count_bytes_written(std::uint64_t bytes) noexcept;
 
+// What the file system demands of O_DIRECT transfers on a file (statx STATX_DIOALIGN, Linux
+// 6.1+). `reported` is false where the kernel or the file system does not say (tmpfs, older
+// kernels, most network file systems); the fields are then the conservative 4096 (the page
+// size, which every file system that takes O_DIRECT at all accepts).
+struct DirectIoAlignment {
+    std::uint32_t memory = 4096;  // buffer address and length
+    std::uint32_t offset = 4096;  // file offset and length
+    bool reported = false;
+};
+
+// Which kind of descriptor File::try_open_direct asks for.
+enum class DirectOpen : std::uint8_t {
+    kRead,   // O_RDONLY
+    kWrite,  // O_WRONLY | O_CREAT, no truncation (ranges of a shared file)
+};
+
 // An open file descriptor, closed on destruction. Move-only.
 class File {
   public:
@@ -41,6 +57,10 @@ class File {
     static File open_write(const std::string& path);
     // Creates or truncates for writing.
     static File create_truncate(const std::string& path);
+    // Opens with O_DIRECT (transfers bypass the page cache); nullopt when the file system
+    // refuses O_DIRECT at open (EINVAL: tmpfs before Linux 6.6, some FUSE mounts). Other
+    // failures throw as the plain opens do.
+    static std::optional<File> try_open_direct(const std::string& path, DirectOpen mode);
 
     bool is_open() const noexcept { return fd_ >= 0; }
     int fd() const noexcept { return fd_; }
@@ -54,6 +74,24 @@ class File {
     // Reads up to out.size() bytes; returns how many were read (short only at end of file).
     std::size_t read_at_most(std::uint64_t offset, std::span<std::byte> out) const;
     void write_all(std::uint64_t offset, std::span<const std::byte> data) const;
+    // One pread/pwrite (retried on EINTR only): the bytes transferred, or -errno. For the
+    // asynchronous engines, which handle short transfers and errors themselves; these do not
+    // count bytes (the engines count what completes).
+    std::int64_t read_once(std::uint64_t offset, std::span<std::byte> out) const noexcept;
+    std::int64_t write_once(std::uint64_t offset, std::span<const std::byte> data) const noexcept;
+
+    DirectIoAlignment direct_io_alignment() const noexcept;
+    // Turns O_DIRECT off on this descriptor (fcntl F_SETFL): the fallback when the file system
+    // took O_DIRECT at open but refuses the transfers (EINVAL). Returns false if it cannot.
+    bool stop_direct_io() const noexcept;
+    // Reserves [offset, offset + length) (fallocate mode 0; the size grows to cover it).
+    // Returns false where the file system cannot (EOPNOTSUPP...); ENOSPC/EDQUOT/EFBIG throw:
+    // a full disk is better found before the first byte than after the last.
+    bool allocate(std::uint64_t offset, std::uint64_t length) const;
+    // Fraction of the pages of [offset, offset + length) now in the page cache (mincore on a
+    // temporary read-only mapping; touches no page). 0 for an empty range or when the kernel
+    // cannot tell; the range is clamped to the file size.
+    double cached_fraction(std::uint64_t offset, std::uint64_t length) const noexcept;
 
     void truncate(std::uint64_t size) const;
     void sync() const;

@@ -1,0 +1,161 @@
+// Reads a list of byte ranges of input files with several requests in flight, in a fixed
+// memory budget, and hands each range's bytes to the caller in order.
+//
+// The ranges. Each names a file (an index into `paths`), an offset and a length, none of them
+// aligned in any way. The reader cuts the list into read requests ("windows") of at most
+// block_size bytes: a window starts at the aligned offset below the next byte wanted and takes
+// the following ranges of the same file as long as they start inside or right after what it
+// already covers (so ZeRO-3 extents that follow one another in a file share requests and no
+// aligned block is read twice in a row), up to block_size; a range larger than a window goes
+// on in the next one. A window's request is widened to the alignment at both ends; the bytes
+// outside the ranges are read but never shown.
+//
+// The caller's side. next() returns the next piece: the range it belongs to, the piece's
+// offset within that range, and its bytes, valid until the next call. Pieces come in range
+// order, each range's pieces in offset order, and concatenated they are exactly the range; a
+// range of length 0 gives no piece. next() returns nullopt after the last piece.
+//
+// Direct or buffered. In direct mode (O_DIRECT) requests are aligned to the file system's
+// direct-I/O alignment (statx STATX_DIOALIGN, at least 4096) and bypass the page cache: the
+// fastest way to read bytes that are not cached, and nothing is left in the cache. Bytes
+// already in the cache are faster read buffered (a copy from memory instead of a device
+// read), so ReadMode::kAuto samples the ranges with mincore (sample_cached_fraction) and reads
+// buffered when at least `warm_threshold` of the sampled pages are cached. A file whose file
+// system refuses O_DIRECT (EINVAL at open or on the first read) is read buffered.
+//
+// Memory. At most min(blocks_in_flight, memory_budget / block_size) blocks of block_size
+// bytes, plus a small record per piece of the windows in flight. Files are opened at first use
+// and stay open until the reader is destroyed.
+//
+// Errors. A failed read is an Error naming the file and offset; a range past the end of its
+// file is an input error ("file is truncated"). Either is thrown by next(); the other requests
+// in flight are waited for by the destructor, which never throws.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <deque>
+#include <exception>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "io/aligned_buffer.hpp"
+#include "io/async_io.hpp"
+#include "io/posix_file.hpp"
+
+namespace z2f::io {
+
+struct ReadRange {
+    std::uint32_t file = 0;  // index into the reader's paths
+    std::uint64_t offset = 0;
+    std::uint64_t length = 0;
+};
+
+enum class ReadMode : std::uint8_t { kAuto, kDirect, kBuffered };
+
+struct DirectReaderOptions {
+    // io_uring: as fast as threads for direct reads, twice as fast buffered (docs/io-engine.md).
+    IoEngine engine = IoEngine::kIoUring;
+    std::size_t block_size = std::size_t{4} << 20;
+    std::size_t blocks_in_flight = 4;
+    std::size_t memory_budget = std::size_t{16} << 20;
+    ReadMode mode = ReadMode::kAuto;
+    // kAuto reads buffered when at least this fraction of the sampled pages is cached.
+    double warm_threshold = 0.5;
+    // Pages sampled by kAuto: this many windows of 256 KiB spread over the ranges.
+    std::size_t warm_samples = 32;
+    // Blocks of 2 MiB or more in transparent huge pages (aligned_buffer.hpp says why).
+    bool huge_pages = true;
+};
+
+// Fraction of the pages cached in up to `samples` windows of 256 KiB spread evenly over the
+// ranges' bytes (File::cached_fraction: mincore, no page touched). 0 for no bytes.
+double sample_cached_fraction(const std::vector<std::string>& paths,
+                              std::span<const ReadRange> ranges, std::size_t samples);
+
+class DirectReader {
+  public:
+    struct Piece {
+        std::size_t range = 0;     // index into the ranges
+        std::uint64_t offset = 0;  // of the piece within its range
+        std::span<const std::byte> bytes;
+    };
+
+    // `engine` replaces the one options.engine names (tests inject faults through it); its
+    // depth must be at least the number of blocks.
+    DirectReader(std::vector<std::string> paths, std::vector<ReadRange> ranges,
+                 const DirectReaderOptions& options = {},
+                 std::unique_ptr<AsyncIo> engine = nullptr);
+    ~DirectReader();
+    DirectReader(const DirectReader&) = delete;
+    DirectReader& operator=(const DirectReader&) = delete;
+
+    std::optional<Piece> next();
+
+    // Whether the reader asked for O_DIRECT (kAuto: what the sample decided). A file whose
+    // file system refused it is read buffered all the same.
+    bool direct() const noexcept { return direct_; }
+    // What kAuto sampled (-1 for the other modes).
+    double sampled_cached_fraction() const noexcept { return sampled_fraction_; }
+    IoEngine engine() const noexcept { return io_->engine(); }
+    std::size_t block_size() const noexcept { return block_size_; }
+    std::size_t block_count() const noexcept { return blocks_.size(); }
+
+  private:
+    struct InputState {
+        File file;
+        bool direct = false;
+        bool any_success = false;
+        std::uint64_t granule = 1;  // request alignment: 1 when buffered
+    };
+    struct PieceRef {
+        std::size_t range = 0;
+        std::uint64_t offset_in_range = 0;
+        std::size_t offset_in_window = 0;
+        std::size_t length = 0;
+    };
+    struct Window {
+        std::uint32_t file = 0;
+        std::uint64_t begin = 0;  // aligned
+        std::size_t length = 0;   // of the request, aligned
+        std::size_t needed = 0;   // bytes from `begin` the pieces need
+        std::size_t done = 0;
+        std::size_t block = 0;
+        bool complete = false;
+        std::vector<PieceRef> pieces;
+        std::size_t next_piece = 0;
+    };
+
+    InputState& input(std::uint32_t file);
+    bool plan_window(std::size_t block);
+    void submit(Window& window);
+    void reap_one();
+    Window& window_of_block(std::size_t block);
+    void fail(std::exception_ptr error);
+
+    std::vector<std::string> paths_;
+    std::vector<ReadRange> ranges_;
+    std::size_t block_size_ = 0;
+    bool direct_ = false;
+    double sampled_fraction_ = -1.0;
+
+    // Planning cursor: the next byte of the ranges not yet in a window.
+    std::size_t plan_range_ = 0;
+    std::uint64_t plan_offset_ = 0;  // within ranges_[plan_range_]
+
+    std::exception_ptr error_;
+    std::deque<Window> windows_;    // issued, in order; the front is the one being delivered
+    bool front_delivered_ = false;  // a piece of the front window is in the caller's hands
+
+    // Destroyed in reverse: the engine first (it waits for the kernel), then the blocks, then
+    // the descriptors.
+    std::vector<std::unique_ptr<InputState>> inputs_;
+    std::vector<AlignedBuffer> blocks_;
+    std::vector<std::size_t> free_blocks_;
+    std::unique_ptr<AsyncIo> io_;
+};
+
+}  // namespace z2f::io
