@@ -234,5 +234,74 @@ TEST(ParallelFixture, MixtureOfExpertsMatchesEngine) {
     expect_matches_engine(plan::plan_parallel_consolidation(meta, {}), "moe_ep2_dp2_z2_fp32");
 }
 
+// A two-stage pipeline whose embedding is tied to the last stage (TiedLayerSpec), built by hand:
+// the tied weight is written once, at stage 0, with stage 1's copy as a second source to check;
+// the layer files of the tied module are not taken for frozen parameters.
+TEST(ParallelPlan, TiedPipelineWeightWrittenOnceAndChecked) {
+    using checkpoint::TensorRef;
+    auto f32 = [](std::uint32_t file, std::uint64_t numel, std::uint64_t offset = 0) {
+        TensorRef ref;
+        ref.file = file;
+        ref.dtype = DType::kF32;
+        ref.shape = {numel};
+        ref.numel = numel;
+        ref.offset = offset;
+        ref.length = numel * 4;
+        return ref;
+    };
+    checkpoint::ParallelCheckpointMeta meta;
+    meta.kind = checkpoint::ParallelKind::kPipeline;
+    meta.pp_degree = 2;
+    meta.zero = true;
+    meta.grid.tp_degree = 1;
+    meta.grid.pp_degree = 2;
+    meta.grid.model_files = {"/t/mp_rank_00_model_states.pt", "/t/mp_rank_01_model_states.pt"};
+    meta.grid.optim_files = {{"/t/zero_pp_rank_0_mp_rank_00_optim_states.pt"},
+                             {"/t/zero_pp_rank_0_mp_rank_01_optim_states.pt"}};
+    meta.inputs = {meta.grid.model_files[0],      meta.grid.model_files[1],
+                   meta.grid.optim_files[0][0],   meta.grid.optim_files[1][0],
+                   "/t/layer_00-model_states.pt", "/t/layer_03-model_states.pt"};
+    meta.input_sizes = {1000, 1000, 1000, 1000, 1000, 1000};
+    const std::vector<std::vector<checkpoint::NamedShape>> shapes[2] = {
+        {{{"tied_modules.embed.weight", {4, 2}}, {"1.weight", {3}}}},
+        {{{"2.weight", {5}}, {"tied_modules.embed.weight", {4, 2}}}}};
+    for (std::uint32_t s = 0; s < 2; ++s) {
+        checkpoint::ModelParallelRank rank;
+        rank.stage = s;
+        rank.model_input = s;
+        rank.model.states.module_is_none = true;
+        rank.model.states.has_buffer_names = true;
+        rank.model.states.shared_params.emplace();
+        rank.model.states.param_shapes = shapes[s];
+        rank.model.states.mp_world_size = 2;
+        checkpoint::ParallelOptimFile optim;
+        optim.states.zero_stage = 1;
+        optim.states.partition_count = {1};
+        optim.states.master = {f32(2 + s, s == 0 ? 11 : 13, 64)};
+        rank.optim.push_back(optim);
+        rank.optim_inputs = {2 + s};
+        meta.ranks.push_back(rank);
+    }
+    TensorRef layer_weight = f32(4, 8);
+    layer_weight.shape = {4, 2};
+    meta.layers.push_back({0, 0, 4, {{{"weight", layer_weight}}}});
+    layer_weight.file = 5;
+    meta.layers.push_back({3, 0, 5, {{{"weight", layer_weight}}}});
+
+    plan::PiecedPlan result = plan::plan_parallel_consolidation(meta, {});
+    ASSERT_EQ(result.plan.tensors.size(), 3u);
+    EXPECT_EQ(result.plan.tensors[0].name, "tied_modules.embed.weight");
+    EXPECT_EQ(result.plan.tensors[1].name, "1.weight");
+    EXPECT_EQ(result.plan.tensors[2].name, "2.weight");
+    ASSERT_EQ(result.pieces[0].size(), 1u);
+    const plan::TensorPiece& tied = result.pieces[0][0];
+    EXPECT_EQ(tied.combine, plan::PieceCombine::kCheckEqual);
+    ASSERT_EQ(tied.sources.size(), 2u);
+    EXPECT_EQ(tied.sources[0], (std::vector<plan::SourceExtent>{{2, 64, 32}}));
+    EXPECT_EQ(tied.sources[1], (std::vector<plan::SourceExtent>{{3, 64 + 20, 32}}));
+    EXPECT_EQ(result.plan.tensors[0].extents, tied.sources[0]);  // flat: the first copy
+    EXPECT_EQ(result.plan.tensors[2].extents, (std::vector<plan::SourceExtent>{{3, 64, 20}}));
+}
+
 }  // namespace
 }  // namespace z2f
