@@ -63,6 +63,15 @@ bool holds_optim_files(const std::string& dir) {
     return false;
 }
 
+bool holds_model_files(const std::string& dir) {
+    for (const auto& name : io::list_directory(dir)) {
+        if (parse_checkpoint_file_name(name).role == CheckpointFileRole::kModelStates) {
+            return true;
+        }
+    }
+    return false;
+}
+
 std::string list_tags(const std::string& dir) {
     std::vector<std::string> tags;
     for (const auto& name : io::list_directory(dir)) {
@@ -99,10 +108,20 @@ CheckpointFileName parse_checkpoint_file_name(std::string_view name) {
     if (!optim && !model) {
         // Pipeline layers end in "-model_states.pt", which the *_model_states.pt glob misses.
         std::string_view rest = name;
-        if (take(rest, "layer_") && take_number(rest, 2) &&
-            (rest == "-model_states.pt" ||
-             (take(rest, "-model_") && take_number(rest, 2) && rest == "-model_states.pt"))) {
-            out.role = CheckpointFileRole::kPipelineLayer;
+        std::optional<std::uint64_t> layer;
+        std::optional<std::uint64_t> tp;
+        if (take(rest, "layer_") && (layer = take_number(rest, 2)) &&
+            *layer <= static_cast<std::uint64_t>(INT64_MAX)) {
+            if (rest == "-model_states.pt") {
+                out.role = CheckpointFileRole::kPipelineLayer;
+                out.layer = static_cast<std::int64_t>(*layer);
+            } else if (take(rest, "-model_") && (tp = take_number(rest, 2)) &&
+                       rest == "-model_states.pt") {
+                out.role = CheckpointFileRole::kPipelineLayer;
+                out.layer = static_cast<std::int64_t>(*layer);
+                out.mp_rank = *tp;
+                out.layer_has_tp_rank = true;
+            }
         }
         return out;
     }
@@ -127,9 +146,11 @@ CheckpointFileName parse_checkpoint_file_name(std::string_view name) {
             return out;
         }
         std::string_view expert = rest;
-        if (take(expert, "expp_rank_") && take_number(expert, 1) && take(expert, "_mp_rank_") &&
-            take_number(expert, 2) && expert.empty()) {
+        if (take(expert, "expp_rank_") && (dp = take_number(expert, 1)) &&
+            take(expert, "_mp_rank_") && (mp = take_number(expert, 2)) && expert.empty()) {
             out.role = CheckpointFileRole::kExpertOptimStates;
+            out.dp_rank = *dp;
+            out.mp_rank = *mp;
         }
         out.prefix.clear();
         return out;
@@ -152,19 +173,25 @@ CheckpointFileName parse_checkpoint_file_name(std::string_view name) {
         return out;
     }
     body = rest;
-    if (take(body, "layer_") && take_number(body, 1)) {
-        if (!take(body, "_")) {
+    std::optional<std::uint64_t> layer;
+    if (take(body, "layer_")) {
+        layer = take_number(body, 1);
+        if (!layer || *layer > static_cast<std::uint64_t>(INT64_MAX) || !take(body, "_")) {
             return out;
         }
     }
-    if (take(body, "expert_") && take_number(body, 1) && take(body, "_mp_rank_") &&
-        take_number(body, 2) && body.empty()) {
+    std::optional<std::uint64_t> expert;
+    if (take(body, "expert_") && (expert = take_number(body, 1)) && take(body, "_mp_rank_") &&
+        (mp = take_number(body, 2)) && body.empty()) {
         out.role = CheckpointFileRole::kExpertModelStates;
+        out.layer = layer ? static_cast<std::int64_t>(*layer) : -1;
+        out.expert = *expert;
+        out.mp_rank = *mp;
     }
     return out;
 }
 
-CheckpointFiles discover_checkpoint(const std::string& checkpoint_dir, const std::string& tag) {
+TagFolder resolve_tag_folder(const std::string& checkpoint_dir, const std::string& tag) {
     if (!io::path_exists(checkpoint_dir)) {
         throw_input_error(checkpoint_dir, "checkpoint directory does not exist");
     }
@@ -173,7 +200,7 @@ CheckpointFiles discover_checkpoint(const std::string& checkpoint_dir, const std
                           "is not a directory; expected a DeepSpeed checkpoint "
                           "folder (holding 'latest' or *_optim_states.pt files)");
     }
-    CheckpointFiles files;
+    TagFolder files;
     const std::string root = io::absolute_path(checkpoint_dir);
     if (!tag.empty()) {
         check_tag_text(tag, root);
@@ -185,7 +212,7 @@ CheckpointFiles discover_checkpoint(const std::string& checkpoint_dir, const std
         files.checkpoint_dir = root;
         files.tag = tag;
         files.tag_dir = candidate;
-    } else if (holds_optim_files(root)) {
+    } else if (holds_optim_files(root) || holds_model_files(root)) {
         // CKPT_DIR is the tag folder itself.
         auto slash = root.find_last_of('/');
         files.checkpoint_dir = slash == 0 ? std::string("/") : root.substr(0, slash);
@@ -209,6 +236,15 @@ CheckpointFiles discover_checkpoint(const std::string& checkpoint_dir, const std
                                           "' does not exist (tags here: " + list_tags(root) + ")");
         }
     }
+    return files;
+}
+
+CheckpointFiles discover_checkpoint(const std::string& checkpoint_dir, const std::string& tag) {
+    TagFolder folder = resolve_tag_folder(checkpoint_dir, tag);
+    CheckpointFiles files;
+    files.checkpoint_dir = folder.checkpoint_dir;
+    files.tag = folder.tag;
+    files.tag_dir = folder.tag_dir;
 
     std::vector<std::string> names = io::list_directory(files.tag_dir);
     std::sort(names.begin(), names.end(),

@@ -33,9 +33,13 @@ enum class CheckpointFileRole {
 
 struct CheckpointFileName {
     CheckpointFileRole role = CheckpointFileRole::kOther;
-    std::uint64_t dp_rank = 0;
-    std::uint64_t mp_rank = 0;
-    std::string prefix;  // "", "bf16_" or "fp16_" for optimizer files
+    std::uint64_t dp_rank = 0;  // kExpertOptimStates: the expert-parallel rank
+    std::uint64_t mp_rank = 0;  // kPipelineLayer: the TP rank TT of layer_LL-model_TT
+    std::string prefix;         // "", "bf16_" or "fp16_" for optimizer files
+    // kPipelineLayer: LL. kExpertModelStates: the MoE layer L (-1 for the old expert_E_... form).
+    std::int64_t layer = -1;
+    std::uint64_t expert = 0;        // kExpertModelStates: the global expert id E
+    bool layer_has_tp_rank = false;  // kPipelineLayer: the layer_LL-model_TT form
 };
 
 // Parses one file name of a tag folder (pure; the grammar of §1.2).
@@ -55,7 +59,18 @@ struct CheckpointFiles {
     bool has_offloaded_tensors = false;
 };
 
-// `tag` empty means: read CKPT_DIR/latest, or use CKPT_DIR itself when it is a tag folder.
+// The folder holding a checkpoint's files (docs/deepspeed-format.md §1.1).
+struct TagFolder {
+    std::string checkpoint_dir;  // absolute
+    std::string tag;
+    std::string tag_dir;  // absolute
+};
+
+// `tag` empty means: read CKPT_DIR/latest, or use CKPT_DIR itself when it is a tag folder (it
+// holds *_optim_states.pt files, or - pipelines without ZeRO - mp_rank_XX_model_states.pt).
+TagFolder resolve_tag_folder(const std::string& checkpoint_dir, const std::string& tag);
+
+// `tag` empty: as resolve_tag_folder.
 CheckpointFiles discover_checkpoint(const std::string& checkpoint_dir, const std::string& tag);
 
 // Hugging Face files worth carrying next to the weights so that from_pretrained(OUT_DIR) works

@@ -37,6 +37,18 @@ bool Field::is_list_like() const noexcept {
     return value_->get<pickle::List>() != nullptr || value_->get<pickle::Tuple>() != nullptr;
 }
 
+std::optional<Field::InstanceParts> Field::instance_parts() const {
+    const auto* instance = value_->get<pickle::Instance>();
+    if (instance == nullptr) {
+        return std::nullopt;
+    }
+    const pickle::Global* callable = instance->global();
+    std::string name = callable != nullptr ? callable->name : std::string();
+    charge(name.size());
+    return InstanceParts{std::move(name), child(instance->args, path_ + ".<args>"),
+                         child(instance->state, path_ + ".<state>")};
+}
+
 void Field::fail(std::string_view expected) const {
     throw_input_error(file_->path(), path_ + " is " + pickle::describe_type(*value_) +
                                          ", expected " + std::string(expected));

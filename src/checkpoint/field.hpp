@@ -55,6 +55,11 @@ class Field {
     // A contiguous tensor located in its file. Placeholders (0 elements) are not located.
     TensorRef as_tensor(std::uint32_t file_index) const;
 
+    // An inert object (a pickled class instance such as DeepSpeed's fragment_address): its
+    // constructor arguments and its BUILD state; nullopt when the value is not an instance.
+    struct InstanceParts;
+    std::optional<InstanceParts> instance_parts() const;
+
     [[noreturn]] void fail(std::string_view expected) const;
 
     // Interpretation budget per byte of data.pkl. The fixtures use under 1 unit per byte;
@@ -80,6 +85,12 @@ class Field {
     const pickle::Value* value_;
     std::string path_;
     std::shared_ptr<Budget> budget_;
+};
+
+struct Field::InstanceParts {
+    std::string class_name;  // the callable's name ("fragment_address"), empty if not a global
+    Field args;
+    Field state;
 };
 
 }  // namespace z2f::checkpoint

@@ -155,6 +155,25 @@ OptimStatesInfo get_optim(WireReader& in) {
 
 }  // namespace
 
+void encode_model_states(const ModelStatesInfo& model, WireWriter& out) {
+    put_model(out, model);
+}
+ModelStatesInfo decode_model_states(WireReader& in) {
+    return get_model(in);
+}
+void encode_optim_states(const OptimStatesInfo& optim, WireWriter& out) {
+    put_optim(out, optim);
+}
+OptimStatesInfo decode_optim_states(WireReader& in) {
+    return get_optim(in);
+}
+void encode_named_tensors(const std::vector<NamedTensor>& tensors, WireWriter& out) {
+    put_named_tensors(out, tensors);
+}
+std::vector<NamedTensor> decode_named_tensors(WireReader& in) {
+    return get_named_tensors(in);
+}
+
 std::vector<std::byte> encode_files(const CheckpointFiles& files) {
     WireWriter out;
     out.str(files.checkpoint_dir);

@@ -24,4 +24,13 @@ void encode_file_meta(const FileMeta& meta, WireWriter& out);
 // Decodes one FileMeta at the reader's position.
 FileMeta decode_file_meta(WireReader& in);
 
+// The pieces FileMeta is made of, for the payloads of parallel checkpoints
+// (parallel_meta_codec.hpp).
+void encode_model_states(const ModelStatesInfo& model, WireWriter& out);
+ModelStatesInfo decode_model_states(WireReader& in);
+void encode_optim_states(const OptimStatesInfo& optim, WireWriter& out);
+OptimStatesInfo decode_optim_states(WireReader& in);
+void encode_named_tensors(const std::vector<NamedTensor>& tensors, WireWriter& out);
+std::vector<NamedTensor> decode_named_tensors(WireReader& in);
+
 }  // namespace z2f::checkpoint

@@ -1,0 +1,245 @@
+#include "checkpoint/parallel_assemble.hpp"
+
+#include "checkpoint/assemble.hpp"
+#include "checkpoint/parallel_states_reader.hpp"
+#include "checkpoint/states_reader.hpp"
+#include "common/errors.hpp"
+#include "container/torch_file.hpp"
+
+namespace z2f::checkpoint {
+namespace {
+
+std::string degrees_text(const FileGrid& grid) {
+    return "TP " + std::to_string(grid.tp_degree) + " x PP " + std::to_string(grid.pp_degree);
+}
+
+void check_recorded_degrees(const FileGrid& grid, const std::string& path,
+                            const ModelStatesInfo& model) {
+    if (model.tp_degree > 0 && static_cast<std::uint64_t>(model.tp_degree) != grid.tp_degree) {
+        throw_input_error(path, "checkpoint_parallel_dimensions records tp_degree " +
+                                    std::to_string(model.tp_degree) + " but the file names give " +
+                                    degrees_text(grid) + ": files are missing or from another run");
+    }
+    if (model.pp_degree > 0 && static_cast<std::uint64_t>(model.pp_degree) != grid.pp_degree) {
+        throw_input_error(path, "checkpoint_parallel_dimensions records pp_degree " +
+                                    std::to_string(model.pp_degree) + " but the file names give " +
+                                    degrees_text(grid) + ": files are missing or from another run");
+    }
+    if (model.mp_world_size > 0 &&
+        static_cast<std::uint64_t>(model.mp_world_size) != grid.mp_size()) {
+        throw_input_error(path, "mp_world_size is " + std::to_string(model.mp_world_size) +
+                                    " but the tag folder holds " + std::to_string(grid.mp_size()) +
+                                    " mp_rank_MM_model_states.pt files");
+    }
+}
+
+}  // namespace
+
+bool is_parallel_checkpoint(const FileGrid& grid) {
+    return grid.mp_size() > 1 || grid.is_pipeline() || grid.has_experts();
+}
+
+std::vector<ParallelInputSpec> parallel_inputs(const FileGrid& grid) {
+    std::vector<ParallelInputSpec> inputs;
+    for (const std::string& path : grid.model_files) {
+        inputs.push_back({path, ParallelInputKind::kModel});
+    }
+    for (const auto& by_dp : grid.optim_files) {
+        for (const std::string& path : by_dp) {
+            inputs.push_back({path, ParallelInputKind::kOptim});
+        }
+    }
+    for (const LayerFile& layer : grid.layer_files) {
+        inputs.push_back({layer.path, ParallelInputKind::kStateDict});
+    }
+    for (const ExpertFile& expert : grid.expert_files) {
+        inputs.push_back({expert.path, ParallelInputKind::kStateDict});
+    }
+    return inputs;
+}
+
+ParallelFileMeta read_parallel_file_meta(const ParallelInputSpec& input, std::uint32_t index) {
+    container::TorchFile file = container::TorchFile::open(input.path);
+    ParallelFileMeta meta;
+    meta.size = file.archive().file_size();
+    switch (input.kind) {
+        case ParallelInputKind::kModel:
+            meta.info = ParallelModelFile{read_model_states(file, index, ModelFileScope::kFull),
+                                          read_parallel_model_extras(file)};
+            break;
+        case ParallelInputKind::kOptim:
+            meta.info =
+                ParallelOptimFile{read_optim_states(file, index), read_parallel_optim_extras(file)};
+            break;
+        case ParallelInputKind::kStateDict:
+            meta.info = read_state_dict_file(file, index);
+            break;
+    }
+    return meta;
+}
+
+ParallelCheckpointMeta assemble_parallel_meta(const FileGrid& grid,
+                                              std::vector<ParallelFileMeta> metas) {
+    std::vector<ParallelInputSpec> inputs = parallel_inputs(grid);
+    if (metas.size() != inputs.size()) {
+        throw_internal_error("metadata of " + std::to_string(metas.size()) + " files for " +
+                             std::to_string(inputs.size()) + " inputs");
+    }
+    if (grid.model_files.empty()) {
+        throw_unsupported(grid.folder.tag_dir,
+                          "a ZeRO-3 checkpoint with MoE expert files: ZeRO-3 expert partitions "
+                          "are not supported (docs/parallel-checkpoints.md §7)");
+    }
+    ParallelCheckpointMeta meta;
+    meta.grid = grid;
+    meta.tp_degree = grid.tp_degree;
+    meta.pp_degree = grid.pp_degree;
+    meta.dp_degree = std::max<std::uint32_t>(grid.dp_size(), 1);
+    meta.zero = grid.dp_size() > 0;
+    meta.kind = grid.has_experts()   ? ParallelKind::kMixtureOfExperts
+                : grid.is_pipeline() ? ParallelKind::kPipeline
+                                     : ParallelKind::kTensorParallel;
+    std::uint32_t next = 0;
+    auto take = [&](auto tag) -> decltype(auto) {
+        using T = decltype(tag);
+        ParallelFileMeta& file = metas[next];
+        meta.inputs.push_back(inputs[next].path);
+        meta.input_sizes.push_back(file.size);
+        T* info = std::get_if<T>(&file.info);
+        if (info == nullptr) {
+            throw_internal_error("metadata kind does not match input " + inputs[next].path);
+        }
+        ++next;
+        return std::move(*info);
+    };
+
+    for (std::uint32_t mp = 0; mp < grid.mp_size(); ++mp) {
+        ModelParallelRank rank;
+        rank.stage = mp / grid.tp_degree;
+        rank.tp_rank = mp % grid.tp_degree;
+        rank.model_input = next;
+        rank.model = take(ParallelModelFile{});
+        meta.ranks.push_back(std::move(rank));
+    }
+    for (std::uint32_t mp = 0; mp < grid.optim_files.size(); ++mp) {
+        for (std::size_t d = 0; d < grid.optim_files[mp].size(); ++d) {
+            meta.ranks[mp].optim_inputs.push_back(next);
+            meta.ranks[mp].optim.push_back(take(ParallelOptimFile{}));
+        }
+    }
+    for (const LayerFile& layer : grid.layer_files) {
+        std::uint32_t input = next;
+        meta.layers.push_back({layer.layer, layer.tp_rank, input, take(StateDictInfo{})});
+    }
+    for (const ExpertFile& expert : grid.expert_files) {
+        std::uint32_t input = next;
+        meta.experts.push_back({expert.moe_layer, expert.expert, input, take(StateDictInfo{})});
+    }
+
+    const ModelParallelRank& first = meta.ranks.front();
+    const std::string& first_path = grid.model_files.front();
+    meta.ds_version = first.model.states.ds_version;
+    for (std::uint32_t mp = 0; mp < meta.ranks.size(); ++mp) {
+        const ModelParallelRank& rank = meta.ranks[mp];
+        const std::string& path = grid.model_files[mp];
+        check_recorded_degrees(grid, path, rank.model.states);
+        if (rank.model.states.autoep_zero3 || rank.model.extras.has_autoep_layers) {
+            throw_unsupported(path,
+                              "AutoEP expert layers (ds_autoep_layers): their fused expert "
+                              "tensors are not supported (docs/parallel-checkpoints.md §7)");
+        }
+        if (meta.kind == ParallelKind::kPipeline) {
+            if (!rank.model.states.module_is_none && !rank.model.states.module_tensors.empty()) {
+                meta.notes.push_back(path +
+                                     ": a pipeline stage with a non-empty 'module'; the layer "
+                                     "files are used");
+            }
+        } else if (rank.model.states.module_is_none) {
+            throw_input_error(path,
+                              "'module' is None (a pipeline stage) but the tag folder has no "
+                              "layer_LL-model_states.pt files: the pipeline's weights are "
+                              "missing");
+        }
+        if (rank.model.extras.universal_info != first.model.extras.universal_info) {
+            throw_input_error(path, "universal_checkpoint_info differs from " + first_path +
+                                        "'s: every rank must carry the same merge rules");
+        }
+        if (!rank.optim.empty()) {
+            const OptimStatesInfo& ref = meta.ranks.front().optim.front().states;
+            for (std::size_t d = 0; d < rank.optim.size(); ++d) {
+                const OptimStatesInfo& other = rank.optim[d].states;
+                if (other.layout != ref.layout || other.zero_stage != ref.zero_stage) {
+                    throw_input_error(grid.optim_files[mp][d],
+                                      "ZeRO stage or layout differs from " +
+                                          grid.optim_files[0][0] +
+                                          "'s: optimizer files from different runs?");
+                }
+            }
+        }
+    }
+
+    if (meta.kind == ParallelKind::kMixtureOfExperts) {
+        if (grid.mp_size() > 1 || grid.is_pipeline()) {
+            throw_unsupported(grid.folder.tag_dir,
+                              "MoE expert files together with " +
+                                  std::string(grid.is_pipeline() ? "pipeline" : "tensor") +
+                                  " parallelism (" + degrees_text(grid) +
+                                  "): how experts are split over TP ranks or stages is not "
+                                  "recorded in a form this tool reads "
+                                  "(docs/parallel-checkpoints.md §7)");
+        }
+        if (first.model.extras.num_experts.empty()) {
+            throw_input_error(first_path,
+                              "expert files but no num_experts: the expert count of each MoE "
+                              "layer is needed to map local experts to global ones");
+        }
+    }
+    if (meta.zero) {
+        const OptimStatesInfo& ref = meta.ranks.front().optim.front().states;
+        if (ref.layout == MasterLayout::kPerParam) {
+            throw_unsupported(grid.optim_files[0][0],
+                              "ZeRO-3 partitions in a tensor/pipeline/expert-parallel "
+                              "checkpoint are not supported (docs/parallel-checkpoints.md §7)");
+        }
+    }
+    return meta;
+}
+
+ParallelCheckpointMeta read_parallel_checkpoint_meta(const FileGrid& grid) {
+    std::vector<ParallelInputSpec> inputs = parallel_inputs(grid);
+    std::vector<ParallelFileMeta> metas;
+    metas.reserve(inputs.size());
+    for (std::size_t i = 0; i < inputs.size(); ++i) {
+        metas.push_back(read_parallel_file_meta(inputs[i], static_cast<std::uint32_t>(i)));
+    }
+    return assemble_parallel_meta(grid, std::move(metas));
+}
+
+CheckpointMeta data_parallel_meta(const ParallelCheckpointMeta& meta,
+                                  const ModelParallelRank& rank) {
+    const std::uint32_t mp = meta.grid.mp_rank(rank.stage, rank.tp_rank);
+    CheckpointFiles files;
+    files.checkpoint_dir = meta.grid.folder.checkpoint_dir;
+    files.tag = meta.grid.folder.tag;
+    files.tag_dir = meta.grid.folder.tag_dir;
+    files.model_files = {meta.grid.model_files[mp]};
+    files.optim_files = meta.grid.optim_files.at(mp);
+    files.optim_prefix = meta.grid.optim_prefix;
+    files.has_offloaded_tensors = meta.grid.has_offloaded_tensors;
+
+    // The model file describes one slice of the model: its own degrees are checked above, and
+    // as a data-parallel checkpoint it is one model-parallel rank of one.
+    ModelStatesInfo model = rank.model.states;
+    model.module_is_none = false;
+    model.tp_degree = -1;
+    model.pp_degree = -1;
+    model.mp_world_size = -1;
+    std::vector<FileMeta> metas;
+    metas.push_back({meta.input_sizes[rank.model_input], std::move(model)});
+    for (std::size_t d = 0; d < rank.optim.size(); ++d) {
+        metas.push_back({meta.input_sizes[rank.optim_inputs[d]], rank.optim[d].states});
+    }
+    return assemble_checkpoint_meta(files, std::move(metas));
+}
+
+}  // namespace z2f::checkpoint

@@ -1,0 +1,196 @@
+#include "plan/tensor_piece.hpp"
+
+#include <algorithm>
+
+#include "common/errors.hpp"
+
+namespace z2f::plan {
+namespace {
+
+void append_merged(std::vector<SourceExtent>& out, const SourceExtent& extent) {
+    if (extent.length == 0) {
+        return;
+    }
+    if (!out.empty() && out.back().file == extent.file &&
+        out.back().offset + out.back().length == extent.offset) {
+        out.back().length += extent.length;
+    } else {
+        out.push_back(extent);
+    }
+}
+
+// Walks a stream forward: successive reads at non-decreasing offsets cost O(extents) in all.
+class StreamCursor {
+  public:
+    explicit StreamCursor(const std::vector<SourceExtent>& stream) : stream_(stream) {}
+
+    void read(std::uint64_t begin, std::uint64_t length, std::vector<SourceExtent>& out) {
+        if (begin < start_) {  // rewind (rows of another piece)
+            index_ = 0;
+            start_ = 0;
+        }
+        while (index_ < stream_.size() && start_ + stream_[index_].length <= begin) {
+            start_ += stream_[index_].length;
+            ++index_;
+        }
+        std::size_t index = index_;
+        std::uint64_t start = start_;
+        while (length > 0) {
+            if (index >= stream_.size()) {
+                throw_internal_error("stream range past its end");
+            }
+            const SourceExtent& extent = stream_[index];
+            std::uint64_t local = begin - start;
+            std::uint64_t take = std::min(length, extent.length - local);
+            append_merged(out, {extent.file, extent.offset + local, take});
+            begin += take;
+            length -= take;
+            start += extent.length;
+            ++index;
+        }
+    }
+
+  private:
+    const std::vector<SourceExtent>& stream_;
+    std::size_t index_ = 0;
+    std::uint64_t start_ = 0;
+};
+
+}  // namespace
+
+std::uint64_t stream_bytes(const std::vector<SourceExtent>& stream) {
+    std::uint64_t total = 0;
+    for (const SourceExtent& extent : stream) {
+        total += extent.length;
+    }
+    return total;
+}
+
+std::vector<SourceExtent> slice_stream(const std::vector<SourceExtent>& stream, std::uint64_t begin,
+                                       std::uint64_t length) {
+    if (begin > stream_bytes(stream) || length > stream_bytes(stream) - begin) {
+        throw_internal_error("slice of a stream past its end");
+    }
+    std::vector<SourceExtent> out;
+    StreamCursor(stream).read(begin, length, out);
+    return out;
+}
+
+TensorPiece whole_stream_piece(std::vector<SourceExtent> stream, std::uint64_t offset) {
+    TensorPiece piece;
+    piece.row_bytes = stream_bytes(stream);
+    piece.stride = piece.row_bytes;
+    piece.source_stride = piece.row_bytes;
+    piece.offset = offset;
+    piece.sources.push_back(std::move(stream));
+    return piece;
+}
+
+void check_pieces(const std::vector<TensorPiece>& pieces, std::uint64_t tensor_bytes,
+                  const std::string& tensor) {
+    auto fail = [&](const std::string& what) {
+        throw_internal_error("pieces of tensor '" + tensor + "': " + what);
+    };
+    // Row ranges as (begin, end) pairs; rows of one piece never overlap each other when
+    // stride >= row_bytes, checked below, so sorting piece-row starts finds every overlap.
+    std::vector<std::pair<std::uint64_t, std::uint64_t>> ranges;
+    for (const TensorPiece& piece : pieces) {
+        if (piece.sources.empty()) {
+            fail("a piece without a source");
+        }
+        if (piece.combine == PieceCombine::kCopy && piece.sources.size() != 1) {
+            fail("a copied piece with several sources");
+        }
+        if (piece.rows == 0 || piece.row_bytes == 0) {
+            continue;
+        }
+        if (piece.rows > 1 &&
+            (piece.stride < piece.row_bytes || piece.source_stride < piece.row_bytes)) {
+            fail("rows overlap");
+        }
+        const std::uint64_t last = piece.rows - 1;
+        const std::uint64_t source_end =
+            piece.source_offset + last * piece.source_stride + piece.row_bytes;
+        for (const auto& source : piece.sources) {
+            if (stream_bytes(source) < source_end) {
+                fail("a source shorter than its rows");
+            }
+            if (stream_bytes(source) != stream_bytes(piece.sources.front())) {
+                fail("replicas of different lengths");
+            }
+        }
+        if (piece.offset + last * piece.stride + piece.row_bytes > tensor_bytes) {
+            fail("rows past the end of the tensor");
+        }
+        for (std::uint64_t i = 0; i < piece.rows; ++i) {
+            ranges.emplace_back(piece.offset + i * piece.stride,
+                                piece.offset + i * piece.stride + piece.row_bytes);
+        }
+    }
+    std::sort(ranges.begin(), ranges.end());
+    std::uint64_t covered = 0;
+    for (const auto& [begin, end] : ranges) {
+        if (begin != covered) {
+            fail(begin < covered ? "pieces overlap at byte " + std::to_string(begin)
+                                 : "bytes " + std::to_string(covered) + " to " +
+                                       std::to_string(begin) + " are not covered");
+        }
+        covered = end;
+    }
+    if (covered != tensor_bytes) {
+        fail("covers " + std::to_string(covered) + " of " + std::to_string(tensor_bytes) +
+             " bytes");
+    }
+}
+
+bool flattenable(const std::vector<TensorPiece>& pieces) {
+    return std::none_of(pieces.begin(), pieces.end(), [](const TensorPiece& piece) {
+        return piece.combine == PieceCombine::kAverage && piece.sources.size() > 1;
+    });
+}
+
+std::vector<SourceExtent> flatten_pieces(const std::vector<TensorPiece>& pieces,
+                                         std::uint64_t tensor_bytes, const std::string& tensor) {
+    if (!flattenable(pieces)) {
+        throw_internal_error("tensor '" + tensor + "' averages replicas: no flat extent list");
+    }
+    struct Row {
+        std::uint64_t offset;
+        std::size_t piece;
+        std::uint64_t row;
+    };
+    std::vector<Row> rows;
+    for (std::size_t p = 0; p < pieces.size(); ++p) {
+        if (pieces[p].row_bytes == 0) {
+            continue;
+        }
+        for (std::uint64_t i = 0; i < pieces[p].rows; ++i) {
+            rows.push_back({pieces[p].offset + i * pieces[p].stride, p, i});
+        }
+    }
+    std::sort(rows.begin(), rows.end(),
+              [](const Row& a, const Row& b) { return a.offset < b.offset; });
+    std::vector<StreamCursor> cursors;
+    cursors.reserve(pieces.size());
+    for (const TensorPiece& piece : pieces) {
+        cursors.emplace_back(piece.sources.front());
+    }
+    std::vector<SourceExtent> out;
+    std::uint64_t covered = 0;
+    for (const Row& row : rows) {
+        const TensorPiece& piece = pieces[row.piece];
+        if (row.offset != covered) {
+            throw_internal_error("pieces of tensor '" + tensor + "' leave a gap or overlap");
+        }
+        cursors[row.piece].read(piece.source_offset + row.row * piece.source_stride,
+                                piece.row_bytes, out);
+        covered += piece.row_bytes;
+    }
+    if (covered != tensor_bytes) {
+        throw_internal_error("pieces of tensor '" + tensor + "' cover " + std::to_string(covered) +
+                             " of " + std::to_string(tensor_bytes) + " bytes");
+    }
+    return out;
+}
+
+}  // namespace z2f::plan
