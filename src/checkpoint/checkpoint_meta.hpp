@@ -71,7 +71,11 @@ enum class MasterLayout : std::uint8_t {
     kFlatGroups,    // stage 1/2: single_partition_of_fp32_groups, padding stripped
     kPaddedGroups,  // BF16_Optimizer: single_partition_of_fp32_groups, padding kept
     kPerParam,      // stage 3: fp32_flat_groups, each param padded to ceil(n/W) per rank
+    // A universal checkpoint: each parameter's fp32 master whole in zero/<param>/fp32.pt; `master`
+    // lists them in param_shapes order, one entry per parameter (docs/universal-checkpoint.md §6).
+    kWholeParams,
 };
+inline constexpr MasterLayout kLastMasterLayout = MasterLayout::kWholeParams;
 
 // Adam's `step` of one flat group, as the torch optimizer state holds it: a 0-dim float32
 // tensor since torch 1.12, a Python int (or float) before. The value is read in the metadata

@@ -53,10 +53,21 @@ struct CheckpointFiles {
     std::string optim_prefix;  // "", "bf16_" or "fp16_"
     // <tag_dir>/offloaded_tensors exists: ZeRO-3 NVMe optimizer offload.
     bool has_offloaded_tensors = false;
+    // A universal checkpoint (universal_discovery.hpp): no optimizer files, one folder per
+    // trainable parameter under <tag_dir>/zero, listed here (natural order).
+    bool universal = false;
+    std::vector<std::string> universal_params;
 };
 
-// `tag` empty means: read CKPT_DIR/latest, or use CKPT_DIR itself when it is a tag folder.
-CheckpointFiles discover_checkpoint(const std::string& checkpoint_dir, const std::string& tag);
+struct DiscoveryOptions {
+    // Follow CKPT_DIR/latest_universal even when CKPT_DIR/latest exists.
+    bool from_universal = false;
+};
+
+// `tag` empty means: read CKPT_DIR/latest (or latest_universal, see universal_discovery.hpp), or
+// use CKPT_DIR itself when it is a tag folder.
+CheckpointFiles discover_checkpoint(const std::string& checkpoint_dir, const std::string& tag,
+                                    const DiscoveryOptions& options = {});
 
 // Hugging Face files worth carrying next to the weights so that from_pretrained(OUT_DIR) works
 // (config.json, generation_config.json, tokenizer*, special_tokens_map.json, chat_template*,

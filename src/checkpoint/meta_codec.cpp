@@ -244,7 +244,7 @@ void put_optim(WireWriter& out, const OptimStatesInfo& optim) {
 OptimStatesInfo get_optim(WireReader& in) {
     OptimStatesInfo optim;
     optim.ds_version = in.str();
-    optim.layout = in.enumerator(MasterLayout::kPerParam);
+    optim.layout = in.enumerator(kLastMasterLayout);
     optim.zero_stage = in.i64();
     optim.partition_count = get_ints(in);
     optim.master = in.sequence(kMinTensor, get_tensor);
@@ -267,6 +267,8 @@ std::vector<std::byte> encode_files(const CheckpointFiles& files) {
     out.strings(files.optim_files);
     out.str(files.optim_prefix);
     out.boolean(files.has_offloaded_tensors);
+    out.boolean(files.universal);
+    out.strings(files.universal_params);
     return out.take();
 }
 
@@ -281,6 +283,8 @@ CheckpointFiles decode_files(std::span<const std::byte> bytes) {
     files.optim_files = in.strings();
     files.optim_prefix = in.str();
     files.has_offloaded_tensors = in.boolean();
+    files.universal = in.boolean();
+    files.universal_params = in.strings();
     in.expect_end();
     return files;
 }

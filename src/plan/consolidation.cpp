@@ -80,7 +80,9 @@ class Planner {
         if (!options_.exclude_frozen) {
             add_frozen();
         }
-        if (meta_.layout == checkpoint::MasterLayout::kPerParam) {
+        if (meta_.layout == checkpoint::MasterLayout::kWholeParams) {
+            add_trainable_whole();
+        } else if (meta_.layout == checkpoint::MasterLayout::kPerParam) {
             add_trainable_stage3();
         } else {
             add_trainable_stage12();
@@ -91,6 +93,14 @@ class Planner {
 
   private:
     const std::string& model_path() const { return meta_.files.model_files.front(); }
+
+    // Stage 3, or a universal checkpoint made from one: frozen parameters are split over the
+    // per-rank model files and the module holds only placeholders.
+    bool per_rank_parameters() const {
+        return meta_.layout == checkpoint::MasterLayout::kPerParam ||
+               (meta_.layout == checkpoint::MasterLayout::kWholeParams &&
+                meta_.files.per_rank_model_files);
+    }
 
     std::size_t add(PlannedTensor tensor, const std::string& origin) {
         auto [it, inserted] = index_.emplace(tensor.name, result_.plan.tensors.size());
@@ -127,7 +137,7 @@ class Planner {
         const checkpoint::ModelStatesInfo& model = meta_.model;
         if (model.shared_params) {
             aliases_ = *model.shared_params;
-        } else if (meta_.layout != checkpoint::MasterLayout::kPerParam) {
+        } else if (!per_rank_parameters()) {
             std::unordered_set<std::string> trainable;
             for (const auto& group : *model.param_shapes) {
                 for (const auto& [name, shape] : group)
@@ -188,7 +198,7 @@ class Planner {
 
     void add_frozen() {
         const checkpoint::ModelStatesInfo& model = meta_.model;
-        if (meta_.layout == checkpoint::MasterLayout::kPerParam) {
+        if (per_rank_parameters()) {
             if (model.frozen_param_shapes)
                 add_frozen_stage3();
             return;
@@ -508,6 +518,31 @@ class Planner {
         }
     }
 
+    // A universal checkpoint: parameter i of param_shapes (flattened) is master[i], whole.
+    void add_trainable_whole() {
+        const auto& masters = meta_.optim.front().master;
+        std::size_t index = 0;
+        for (const auto& group : *meta_.model.param_shapes) {
+            for (const auto& [name, shape] : group) {
+                if (index >= masters.size()) {
+                    throw_internal_error(
+                        "universal metadata lists fewer masters than "
+                        "param_shapes");
+                }
+                const checkpoint::TensorRef& ref = masters[index++];
+                if (ref.numel != *checked_numel(shape)) {
+                    throw_internal_error("universal master of '" + name +
+                                         "' does not match its shape");
+                }
+                PlannedTensor tensor = trainable(name, shape, ref.dtype);
+                if (ref.length > 0) {
+                    tensor.extents.push_back({ref.file, ref.offset, ref.length});
+                }
+                add(std::move(tensor), meta_.inputs.at(ref.file));
+            }
+        }
+    }
+
     void add_aliases() {
         std::size_t skipped = 0;
         for (const auto& [alias, owner] : aliases_) {
@@ -557,8 +592,16 @@ std::string_view stream_name(Stream stream) noexcept {
 
 ConsolidationPlan plan_consolidation(const checkpoint::CheckpointMeta& meta,
                                      const PlanOptions& options) {
-    if (meta.world_size == 0 || meta.optim.size() != meta.world_size) {
+    const std::size_t optim_files =
+        meta.layout == checkpoint::MasterLayout::kWholeParams ? 1 : meta.world_size;
+    if (meta.world_size == 0 || meta.optim.size() != optim_files) {
         throw_internal_error("checkpoint metadata is not assembled");
+    }
+    if (meta.layout == checkpoint::MasterLayout::kWholeParams &&
+        options.stream != Stream::kMaster) {
+        throw_unsupported(meta.files.tag_dir,
+                          "is a universal checkpoint already: planning its Adam moments again "
+                          "is not supported");
     }
     return Planner(meta, options).run();
 }

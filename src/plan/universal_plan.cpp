@@ -81,6 +81,11 @@ UniversalPlan plan_universal(const checkpoint::CheckpointMeta& meta) {
     if (meta.world_size == 0 || meta.optim.size() != meta.world_size) {
         throw_internal_error("checkpoint metadata is not assembled");
     }
+    if (meta.layout == checkpoint::MasterLayout::kWholeParams) {
+        throw_unsupported(meta.files.tag_dir,
+                          "is a universal checkpoint already (it holds no ZeRO partitions to "
+                          "convert); copy it instead");
+    }
     const bool stage3 = meta.layout == checkpoint::MasterLayout::kPerParam;
     const std::string& model_path = meta.files.model_files.front();
     check_steps(meta);

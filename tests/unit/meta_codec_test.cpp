@@ -78,7 +78,7 @@ TEST(MetaCodec, OutOfRangeEnumeratorsAreRefused) {
     std::vector<std::byte> bytes = out.take();
     // u64 size, u8 kind, then the ds_version string (8 bytes of length), then the layout.
     std::size_t layout_at = 8 + 1 + 8;
-    bytes[layout_at] = std::byte{3};
+    bytes[layout_at] = std::byte{4};
     WireReader in(bytes, "test");
     EXPECT_THROW(decode_file_meta(in), Error);
 }
