@@ -3,6 +3,7 @@
 #include <array>
 #include <cstring>
 #include <string_view>
+#include <unordered_map>
 
 #include "zero2fp32/error.hpp"
 
@@ -24,19 +25,19 @@ bool is_global_key(std::string_view key) {
     return false;
 }
 
-// The value of an int-keyed dict entry (torch's optimizer `state`), or nullptr.
-const pickle::Value* find_int_key(const pickle::Value& dict_value, std::int64_t key) {
-    const auto* dict = dict_value.get<pickle::Dict>();
-    if (dict == nullptr) {
-        return nullptr;
-    }
-    const pickle::Value* found = nullptr;
-    for (const auto& [k, v] : dict->items) {
-        if (k.is_int() && k.as_int() == key) {
-            found = &v;  // the last one, as Python keeps it
+// The int-keyed entries of torch's optimizer `state` dict; a repeated key keeps the last value,
+// as Python does. Built once: groups can number in the thousands.
+std::unordered_map<std::int64_t, const pickle::Value*> int_keyed_entries(
+    const pickle::Value& dict_value) {
+    std::unordered_map<std::int64_t, const pickle::Value*> entries;
+    if (const auto* dict = dict_value.get<pickle::Dict>()) {
+        for (const auto& [key, value] : dict->items) {
+            if (key.is_int()) {
+                entries[key.as_int()] = &value;
+            }
         }
     }
-    return found;
+    return entries;
 }
 
 std::optional<TensorRef> read_moment(const Field& entry, std::string_view key,
@@ -114,6 +115,7 @@ void read_torch_state(const Field& holder, std::size_t groups, std::uint32_t fil
     if (key_by_param_groups && param_groups && param_groups->is_list_like()) {
         group_fields = param_groups->elements();
     }
+    const auto entries = int_keyed_entries(state->value());
     info.group_states.resize(groups);
     for (std::size_t g = 0; g < groups; ++g) {
         auto key = static_cast<std::int64_t>(g);
@@ -126,9 +128,9 @@ void read_torch_state(const Field& holder, std::size_t groups, std::uint32_t fil
                 }
             }
         }
-        const pickle::Value* entry = find_int_key(state->value(), key);
-        if (entry != nullptr) {
-            Field field(holder.file(), *entry, state->path() + "[" + std::to_string(key) + "]");
+        if (auto it = entries.find(key); it != entries.end()) {
+            Field field(holder.file(), *it->second,
+                        state->path() + "[" + std::to_string(key) + "]");
             info.group_states[g] = read_group_state(field, file_index);
         }
     }

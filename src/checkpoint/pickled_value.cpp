@@ -11,6 +11,18 @@ namespace {
 
 constexpr std::uint32_t kInProgress = std::numeric_limits<std::uint32_t>::max();
 
+// Paths only name values in messages: bounded, so that long keys shared by many dicts cannot
+// make capturing copy them over and over.
+constexpr std::size_t kMaxPathBytes = 256;
+constexpr std::size_t kMaxKeyInPath = 64;
+
+std::string child_path(const std::string& path, std::string_view suffix) {
+    if (path.size() >= kMaxPathBytes) {
+        return path;
+    }
+    return path + std::string(suffix);
+}
+
 }  // namespace
 
 const PickledNode& PickledGraph::at(std::uint32_t index) const {
@@ -84,7 +96,8 @@ std::uint32_t PickledGraphBuilder::capture(const pickle::Value& value, const std
         const auto& items = static_cast<const pickle::Sequence*>(object)->items;
         node.kind = value.get<pickle::Tuple>() != nullptr ? Kind::kTuple : Kind::kList;
         for (std::size_t i = 0; i < items.size(); ++i) {
-            node.children.push_back(child(items[i], path + "[" + std::to_string(i) + "]"));
+            node.children.push_back(
+                child(items[i], child_path(path, "[" + std::to_string(i) + "]")));
         }
         index = add(std::move(node));
     } else if (const auto* dict = value.get<pickle::Dict>()) {
@@ -92,7 +105,9 @@ std::uint32_t PickledGraphBuilder::capture(const pickle::Value& value, const std
         for (const auto& [key, item] : dict->items) {
             std::optional<std::string_view> key_text = key.string();
             std::string where =
-                path + (key_text ? "." + std::string(*key_text) : std::string("[key]"));
+                key_text && key_text->size() <= kMaxKeyInPath
+                    ? child_path(path, (path.empty() ? "" : ".") + std::string(*key_text))
+                    : child_path(path, "[key]");
             node.children.push_back(child(key, where));
             node.children.push_back(child(item, where));
         }
@@ -111,11 +126,11 @@ std::uint32_t PickledGraphBuilder::capture(const pickle::Value& value, const std
         } else {
             node.kind = Kind::kObject;
             node.via_newobj = instance->via_newobj;
-            node.children.push_back(child(instance->callable, path + "<class>"));
-            node.children.push_back(child(instance->args, path + "<args>"));
+            node.children.push_back(child(instance->callable, child_path(path, "<class>")));
+            node.children.push_back(child(instance->args, child_path(path, "<args>")));
             if (!instance->state.is_none()) {
                 node.has_state = true;
-                node.children.push_back(child(instance->state, path + "<state>"));
+                node.children.push_back(child(instance->state, child_path(path, "<state>")));
             }
             index = add(std::move(node));
         }
