@@ -137,6 +137,24 @@ TEST(UniversalPlan, ShapesAsTheFilesStoreThem) {
     EXPECT_EQ(flat.plan.tensors[flat.params[1].tensors[0]].shape, (std::vector<std::uint64_t>{1}));
 }
 
+TEST(UniversalPlan, LowPrecisionMastersBecomeFloat32) {
+    // bf16_master_weights_and_grads: 16-bit masters, fp32 moments; every file is float32.
+    checkpoint::CheckpointMeta meta = testing::synthetic_stage12(2, {{{"w", {6}}}});
+    add_moments(meta, 0);
+    for (checkpoint::OptimStatesInfo& optim : meta.optim) {
+        optim.master[0].dtype = DType::kBF16;
+        optim.master[0].length = optim.master[0].numel * 2;
+    }
+    UniversalPlan plan = plan_universal(meta);
+    const PlannedTensor& master = plan.plan.tensors[plan.params[0].tensors[0]];
+    EXPECT_EQ(master.source_dtype, DType::kBF16);
+    EXPECT_EQ(master.output_dtype, DType::kF32);
+    EXPECT_EQ(master.extents.size(), 2u);
+    EXPECT_EQ(master.extents[0].length, 4u * 2);  // P = 4: ranks hold 4 and 2 elements
+    EXPECT_EQ(master.extents[1].length, 2u * 2);
+    EXPECT_EQ(plan.plan.tensors[plan.params[0].tensors[1]].source_dtype, DType::kF32);
+}
+
 TEST(UniversalPlan, RefusesWhatTheLoaderCannotTake) {
     checkpoint::CheckpointMeta meta = testing::synthetic_stage12(2, {{{"a/b", {4}}}});
     add_moments(meta, 0);
