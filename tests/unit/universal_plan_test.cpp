@@ -8,6 +8,7 @@
 #include "checkpoint/assemble.hpp"
 #include "checkpoint/discovery.hpp"
 #include "plan/consolidation.hpp"
+#include "support/expected_state.hpp"
 #include "support/materialize.hpp"
 #include "support/synthetic_meta.hpp"
 #include "support/test_files.hpp"
@@ -203,6 +204,27 @@ TEST(UniversalPlan, ReproducesDeepSpeedsUniversalTensorsBitForBit) {
     }
     // Five mlp models of 8 trainable parameters, the frozen one (6), the tied one (3).
     EXPECT_EQ(compared, 3u * (5 * 8 + 6 + 3));
+}
+
+// BF16_Optimizer (no universal reference: DeepSpeed's converter was not run on it): padded
+// partitions and padded moments; the masters must still be the engine's, and the moments cover
+// exactly the parameters.
+TEST(UniversalPlan, Bf16OptimizerCheckpoints) {
+    checkpoint::CheckpointMeta meta = checkpoint::read_checkpoint_meta(
+        checkpoint::discover_checkpoint(testing::fixture_path("z1_ws2_bf16opt"), ""));
+    UniversalPlan plan = plan_universal(meta);
+    auto expected =
+        testing::read_expected_state_dict(testing::fixture_path("z1_ws2_bf16opt/expected.pt"));
+    ASSERT_EQ(plan.params.size(), expected.size());
+    for (const UniversalParam& param : plan.params) {
+        SCOPED_TRACE(param.name);
+        const testing::ExpectedTensor* truth = testing::find_tensor(expected, param.name);
+        ASSERT_NE(truth, nullptr);
+        EXPECT_EQ(testing::materialize(plan.plan, param.tensors[0]), truth->bytes);
+        for (std::size_t s = 1; s < 3; ++s) {
+            EXPECT_EQ(plan.plan.tensors[param.tensors[s]].numel(), testing::numel_of(truth->shape));
+        }
+    }
 }
 
 }  // namespace
