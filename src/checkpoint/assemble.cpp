@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "checkpoint/states_reader.hpp"
+#include "checkpoint/universal_assemble.hpp"
 #include "common/errors.hpp"
 #include "container/torch_file.hpp"
 
@@ -20,6 +21,9 @@ std::string join_ints(const std::vector<std::int64_t>& values) {
 }  // namespace
 
 std::vector<InputFileSpec> checkpoint_inputs(const CheckpointFiles& files) {
+    if (files.universal) {
+        return universal_inputs(files);
+    }
     std::vector<InputFileSpec> inputs;
     for (std::size_t i = 0; i < files.model_files.size(); ++i) {
         inputs.push_back(
@@ -45,11 +49,17 @@ FileMeta read_file_meta(const InputFileSpec& input, std::uint32_t index) {
         case InputKind::kOptim:
             meta.info = read_optim_states(file, index);
             break;
+        case InputKind::kUniversalParam:
+            meta.info = read_universal_param(file, index);
+            break;
     }
     return meta;
 }
 
 CheckpointMeta assemble_checkpoint_meta(const CheckpointFiles& files, std::vector<FileMeta> metas) {
+    if (files.universal) {
+        return assemble_universal_meta(files, std::move(metas));
+    }
     std::vector<InputFileSpec> inputs = checkpoint_inputs(files);
     if (metas.size() != inputs.size()) {
         throw_internal_error("metadata of " + std::to_string(metas.size()) + " files for " +

@@ -17,7 +17,12 @@
 
 namespace z2f::checkpoint {
 
-enum class InputKind : std::uint8_t { kFirstModel, kOtherModel, kOptim };
+enum class InputKind : std::uint8_t {
+    kFirstModel,
+    kOtherModel,
+    kOptim,
+    kUniversalParam,  // zero/<param>/fp32.pt of a universal checkpoint (universal_assemble.hpp)
+};
 
 struct InputFileSpec {
     std::string path;

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "checkpoint/discovery.hpp"
+#include "checkpoint/pickled_value.hpp"
 #include "common/dtype.hpp"
 
 namespace z2f::checkpoint {
@@ -70,6 +71,60 @@ enum class MasterLayout : std::uint8_t {
     kFlatGroups,    // stage 1/2: single_partition_of_fp32_groups, padding stripped
     kPaddedGroups,  // BF16_Optimizer: single_partition_of_fp32_groups, padding kept
     kPerParam,      // stage 3: fp32_flat_groups, each param padded to ceil(n/W) per rank
+    // A universal checkpoint: each parameter's fp32 master whole in zero/<param>/fp32.pt; `master`
+    // lists them in param_shapes order, one entry per parameter (docs/universal-checkpoint.md §6).
+    kWholeParams,
+};
+inline constexpr MasterLayout kLastMasterLayout = MasterLayout::kWholeParams;
+
+// Adam's `step` of one flat group, as the torch optimizer state holds it: a 0-dim float32
+// tensor since torch 1.12, a Python int (or float) before. The value is read in the metadata
+// phase (a few bytes), so that the universal step.pt and optimizer_state.pt are known whole
+// from the metadata (docs/universal-checkpoint.md §3).
+struct OptimizerStep {
+    enum class Form : std::uint8_t { kTensor, kInt, kFloat };
+    Form form = Form::kTensor;
+    DType dtype = DType::kF32;         // kTensor
+    std::vector<std::uint64_t> shape;  // kTensor: () in practice, one element always
+    std::uint64_t bits = 0;  // kTensor: the element's bytes, little-endian; kInt: the value as
+                             // two's complement; kFloat: the IEEE-754 double
+
+    friend bool operator==(const OptimizerStep&, const OptimizerStep&) = default;
+};
+
+// The optimizer state of one flat group (stage 1/2: a param group, stage 3: a sub-group), from
+// base_optimizer_state (stage 1/2, BF16_Optimizer) or the inner optimizer_state_dict (stage 3).
+// Absent pieces (a checkpoint saved without optimizer state, a non-Adam optimizer, a group that
+// never stepped) are nullopt: only universal output needs them, and refuses their absence.
+struct OptimizerGroupState {
+    std::optional<TensorRef> exp_avg;  // 1-D, laid out like the group's master partition
+    std::optional<TensorRef> exp_avg_sq;
+    std::optional<OptimizerStep> step;
+
+    friend bool operator==(const OptimizerGroupState&, const OptimizerGroupState&) = default;
+};
+
+// One entry of optimizer_state_dict kept for the universal optimizer_state.pt: key and value are
+// nodes of OptimizerGlobalState::graph.
+struct PickledEntry {
+    std::string key;
+    std::uint32_t key_node = 0;
+    std::uint32_t value_node = 0;
+
+    friend bool operator==(const PickledEntry&, const PickledEntry&) = default;
+};
+
+// What the universal zero/optimizer_state.pt re-emits (docs/universal-checkpoint.md §4): the
+// scalars of optimizer_state_dict (loss_scaler, dynamic_loss_scale, overflow, clip_grad,
+// zero_stage, group_paddings, partition_count, ds_version: those present, in file order) and
+// the torch optimizer's param_groups (stage 1/2: base_optimizer_state.param_groups, stage 3:
+// optimizer_state_dict.optimizer_state_dict.param_groups), never the partitions.
+struct OptimizerGlobalState {
+    PickledGraph graph;
+    std::vector<PickledEntry> entries;
+    std::optional<std::uint32_t> param_groups;  // nullopt: absent (elastic checkpoints)
+
+    friend bool operator==(const OptimizerGlobalState&, const OptimizerGlobalState&) = default;
 };
 
 // From an optimizer-states file (docs/deepspeed-format.md §4).
@@ -83,6 +138,9 @@ struct OptimStatesInfo {
     std::optional<std::vector<std::vector<NamedShape>>> param_shapes;
     // AutoEP (ds_zero_partition_groups): partition counts per sub-group; empty when absent.
     std::vector<std::int64_t> subgroup_partition_counts;
+    // Parallel to `master`, or empty when the file holds no optimizer state at all.
+    std::vector<OptimizerGroupState> group_states;
+    OptimizerGlobalState global_state;
 
     friend bool operator==(const OptimStatesInfo&, const OptimStatesInfo&) = default;
 };

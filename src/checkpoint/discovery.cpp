@@ -6,6 +6,7 @@
 #include <optional>
 
 #include "checkpoint/natural_sort.hpp"
+#include "checkpoint/universal_discovery.hpp"
 #include "common/errors.hpp"
 #include "io/posix_file.hpp"
 
@@ -191,7 +192,8 @@ CheckpointFileName parse_checkpoint_file_name(std::string_view name) {
     return out;
 }
 
-TagFolder resolve_tag_folder(const std::string& checkpoint_dir, const std::string& tag) {
+TagFolder resolve_tag_folder(const std::string& checkpoint_dir, const std::string& tag,
+                             const DiscoveryOptions& options) {
     if (!io::path_exists(checkpoint_dir)) {
         throw_input_error(checkpoint_dir, "checkpoint directory does not exist");
     }
@@ -212,7 +214,7 @@ TagFolder resolve_tag_folder(const std::string& checkpoint_dir, const std::strin
         files.checkpoint_dir = root;
         files.tag = tag;
         files.tag_dir = candidate;
-    } else if (holds_optim_files(root) || holds_model_files(root)) {
+    } else if (holds_optim_files(root) || holds_model_files(root) || is_universal_tag_dir(root)) {
         // CKPT_DIR is the tag folder itself.
         auto slash = root.find_last_of('/');
         files.checkpoint_dir = slash == 0 ? std::string("/") : root.substr(0, slash);
@@ -220,6 +222,16 @@ TagFolder resolve_tag_folder(const std::string& checkpoint_dir, const std::strin
         files.tag_dir = root;
     } else {
         std::string latest = root + "/latest";
+        const std::string latest_universal = root + "/" + kLatestUniversal;
+        if (options.from_universal ||
+            (!io::path_exists(latest) && io::path_exists(latest_universal))) {
+            if (!io::path_exists(latest_universal)) {
+                throw_input_error(root,
+                                  "no 'latest_universal' file to follow (asked to convert "
+                                  "from the universal checkpoint)");
+            }
+            latest = latest_universal;
+        }
         if (!io::path_exists(latest)) {
             throw_input_error(root,
                               "no 'latest' file and no *_optim_states.pt files here; give "
@@ -239,13 +251,18 @@ TagFolder resolve_tag_folder(const std::string& checkpoint_dir, const std::strin
     return files;
 }
 
-CheckpointFiles discover_checkpoint(const std::string& checkpoint_dir, const std::string& tag) {
-    TagFolder folder = resolve_tag_folder(checkpoint_dir, tag);
+CheckpointFiles discover_checkpoint(const std::string& checkpoint_dir, const std::string& tag,
+                                    const DiscoveryOptions& options) {
+    TagFolder folder = resolve_tag_folder(checkpoint_dir, tag, options);
     CheckpointFiles files;
     files.checkpoint_dir = folder.checkpoint_dir;
     files.tag = folder.tag;
     files.tag_dir = folder.tag_dir;
 
+    if (is_universal_tag_dir(files.tag_dir)) {
+        list_universal_tag(files);
+        return files;
+    }
     std::vector<std::string> names = io::list_directory(files.tag_dir);
     std::sort(names.begin(), names.end(),
               [](const auto& a, const auto& b) { return natural_less(a, b); });

@@ -57,6 +57,10 @@ struct CheckpointFiles {
     std::string optim_prefix;  // "", "bf16_" or "fp16_"
     // <tag_dir>/offloaded_tensors exists: ZeRO-3 NVMe optimizer offload.
     bool has_offloaded_tensors = false;
+    // A universal checkpoint (universal_discovery.hpp): no optimizer files, one folder per
+    // trainable parameter under <tag_dir>/zero, listed here (natural order).
+    bool universal = false;
+    std::vector<std::string> universal_params;
 };
 
 // The folder holding a checkpoint's files (docs/deepspeed-format.md §1.1).
@@ -66,12 +70,20 @@ struct TagFolder {
     std::string tag_dir;  // absolute
 };
 
-// `tag` empty means: read CKPT_DIR/latest, or use CKPT_DIR itself when it is a tag folder (it
-// holds *_optim_states.pt files, or - pipelines without ZeRO - mp_rank_XX_model_states.pt).
-TagFolder resolve_tag_folder(const std::string& checkpoint_dir, const std::string& tag);
+struct DiscoveryOptions {
+    // Follow CKPT_DIR/latest_universal even when CKPT_DIR/latest exists.
+    bool from_universal = false;
+};
+
+// `tag` empty means: read CKPT_DIR/latest (or latest_universal, see universal_discovery.hpp), or
+// use CKPT_DIR itself when it is a tag folder (it holds *_optim_states.pt files, or - pipelines
+// without ZeRO - mp_rank_XX_model_states.pt, or a universal checkpoint's zero/ folder).
+TagFolder resolve_tag_folder(const std::string& checkpoint_dir, const std::string& tag,
+                             const DiscoveryOptions& options = {});
 
 // `tag` empty: as resolve_tag_folder.
-CheckpointFiles discover_checkpoint(const std::string& checkpoint_dir, const std::string& tag);
+CheckpointFiles discover_checkpoint(const std::string& checkpoint_dir, const std::string& tag,
+                                    const DiscoveryOptions& options = {});
 
 // Hugging Face files worth carrying next to the weights so that from_pretrained(OUT_DIR) works
 // (config.json, generation_config.json, tokenizer*, special_tokens_map.json, chat_template*,

@@ -1,5 +1,7 @@
 #include "checkpoint/meta_codec.hpp"
 
+#include <bit>
+
 namespace z2f::checkpoint {
 namespace {
 
@@ -7,6 +9,7 @@ namespace {
 constexpr std::size_t kMinString = 8;
 constexpr std::size_t kMinTensor = 4 + 1 + 8 + 8 + 8 + 8;
 constexpr std::size_t kMinShape = kMinString + 8;
+constexpr std::size_t kMinNode = 1 + 8 + 8 + 2 * kMinString + 8 + 2;
 
 enum class FileKind : std::uint8_t { kModel, kOptim };
 
@@ -131,6 +134,101 @@ ModelStatesInfo get_model(WireReader& in) {
     return model;
 }
 
+void put_step(WireWriter& out, const OptimizerStep& step) {
+    out.enumerator(step.form);
+    out.enumerator(step.dtype);
+    out.dims(step.shape);
+    out.u64(step.bits);
+}
+
+OptimizerStep get_step(WireReader& in) {
+    OptimizerStep step;
+    step.form = in.enumerator(OptimizerStep::Form::kFloat);
+    step.dtype = in.enumerator(kLastDType);
+    step.shape = in.dims();
+    step.bits = in.u64();
+    return step;
+}
+
+void put_group_state(WireWriter& out, const OptimizerGroupState& state) {
+    out.optional(state.exp_avg, put_tensor);
+    out.optional(state.exp_avg_sq, put_tensor);
+    out.optional(state.step, put_step);
+}
+
+OptimizerGroupState get_group_state(WireReader& in) {
+    OptimizerGroupState state;
+    state.exp_avg = in.optional(get_tensor);
+    state.exp_avg_sq = in.optional(get_tensor);
+    state.step = in.optional(get_step);
+    return state;
+}
+
+void put_node(WireWriter& out, const PickledNode& node) {
+    out.enumerator(node.kind);
+    out.i64(node.integer);
+    out.u64(std::bit_cast<std::uint64_t>(node.real));
+    out.str(node.text);
+    out.str(node.name);
+    out.sequence(node.children, [](WireWriter& w, std::uint32_t child) { w.u32(child); });
+    out.boolean(node.via_newobj);
+    out.boolean(node.has_state);
+}
+
+PickledNode get_node(WireReader& in, std::size_t index) {
+    PickledNode node;
+    node.kind = in.enumerator(PickledNode::kLastKind);
+    node.integer = in.i64();
+    node.real = std::bit_cast<double>(in.u64());
+    node.text = in.str();
+    node.name = in.str();
+    node.children = in.sequence(4, [](WireReader& r) { return r.u32(); });
+    for (std::uint32_t child : node.children) {
+        if (child >= index) {
+            in.malformed("pickled value node refers to a later node");
+        }
+    }
+    node.via_newobj = in.boolean();
+    node.has_state = in.boolean();
+    return node;
+}
+
+void put_global_state(WireWriter& out, const OptimizerGlobalState& state) {
+    out.sequence(state.graph.nodes, put_node);
+    out.sequence(state.entries, [](WireWriter& w, const PickledEntry& entry) {
+        w.str(entry.key);
+        w.u32(entry.key_node);
+        w.u32(entry.value_node);
+    });
+    out.optional(state.param_groups, [](WireWriter& w, std::uint32_t node) { w.u32(node); });
+}
+
+OptimizerGlobalState get_global_state(WireReader& in) {
+    OptimizerGlobalState state;
+    std::size_t count = in.count(kMinNode);
+    state.graph.nodes.reserve(count);
+    for (std::size_t i = 0; i < count; ++i) {
+        state.graph.nodes.push_back(get_node(in, i));
+    }
+    const std::size_t nodes = state.graph.nodes.size();
+    auto node_index = [&](WireReader& r) {
+        std::uint32_t index = r.u32();
+        if (index >= nodes) {
+            r.malformed("pickled value node index out of range");
+        }
+        return index;
+    };
+    state.entries = in.sequence(kMinString + 8, [&](WireReader& r) {
+        PickledEntry entry;
+        entry.key = r.str();
+        entry.key_node = node_index(r);
+        entry.value_node = node_index(r);
+        return entry;
+    });
+    state.param_groups = in.optional(node_index);
+    return state;
+}
+
 void put_optim(WireWriter& out, const OptimStatesInfo& optim) {
     out.str(optim.ds_version);
     out.enumerator(optim.layout);
@@ -139,17 +237,21 @@ void put_optim(WireWriter& out, const OptimStatesInfo& optim) {
     out.sequence(optim.master, put_tensor);
     put_groups(out, optim.param_shapes);
     put_ints(out, optim.subgroup_partition_counts);
+    out.sequence(optim.group_states, put_group_state);
+    put_global_state(out, optim.global_state);
 }
 
 OptimStatesInfo get_optim(WireReader& in) {
     OptimStatesInfo optim;
     optim.ds_version = in.str();
-    optim.layout = in.enumerator(MasterLayout::kPerParam);
+    optim.layout = in.enumerator(kLastMasterLayout);
     optim.zero_stage = in.i64();
     optim.partition_count = get_ints(in);
     optim.master = in.sequence(kMinTensor, get_tensor);
     optim.param_shapes = get_groups(in);
     optim.subgroup_partition_counts = get_ints(in);
+    optim.group_states = in.sequence(3, get_group_state);
+    optim.global_state = get_global_state(in);
     return optim;
 }
 
@@ -184,6 +286,8 @@ std::vector<std::byte> encode_files(const CheckpointFiles& files) {
     out.strings(files.optim_files);
     out.str(files.optim_prefix);
     out.boolean(files.has_offloaded_tensors);
+    out.boolean(files.universal);
+    out.strings(files.universal_params);
     return out.take();
 }
 
@@ -198,6 +302,8 @@ CheckpointFiles decode_files(std::span<const std::byte> bytes) {
     files.optim_files = in.strings();
     files.optim_prefix = in.str();
     files.has_offloaded_tensors = in.boolean();
+    files.universal = in.boolean();
+    files.universal_params = in.strings();
     in.expect_end();
     return files;
 }

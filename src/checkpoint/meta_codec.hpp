@@ -4,7 +4,10 @@
 //     r, r+P, ... and every rank all-gathers the encoded results.
 //
 // Fields are written in declaration order of the structs in discovery.hpp and
-// checkpoint_meta.hpp; tensors as (file u32, dtype enum, shape dims, numel, offset, length).
+// checkpoint_meta.hpp; tensors as (file u32, dtype enum, shape dims, numel, offset, length); the
+// pickled-value graph of an optimizer file's global state as its nodes in order (kind, integer,
+// the double's bits, text, name, child indices as u32, via_newobj, has_state), every child index
+// below its node's own, then the kept entries (key, key node, value node) and param_groups.
 // Decoding checks every length and enumerator: a malformed buffer is an internal error.
 #pragma once
 

@@ -1,6 +1,7 @@
 #include "checkpoint/states_reader.hpp"
 
 #include "checkpoint/field.hpp"
+#include "checkpoint/optimizer_state_reader.hpp"
 #include "common/errors.hpp"
 
 namespace z2f::checkpoint {
@@ -289,6 +290,7 @@ OptimStatesInfo read_optim_states(const container::TorchFile& file, std::uint32_
     if (std::optional<Field> shapes = root.find("param_shapes"); shapes && !shapes->is_none()) {
         info.param_shapes = read_param_shapes(*shapes);
     }
+    read_optimizer_state(*osd, file_index, info);
     return info;
 }
 

@@ -83,7 +83,7 @@ void write_int_tuple(PickleWriter& writer, std::span<const std::uint64_t> values
 
 }  // namespace
 
-PickleWriter::PickleWriter() {
+PickleWriter::PickleWriter(MemoPolicy policy) : policy_(policy) {
     op(kProto);
     out_.put_u8(2);
 }
@@ -136,7 +136,7 @@ void PickleWriter::floating(double value) {
     }
 }
 
-void PickleWriter::unicode(std::string_view utf8) {
+void PickleWriter::unicode_op(std::string_view utf8) {
     if (utf8.size() > std::numeric_limits<std::uint32_t>::max()) {
         throw_internal_error("pickle: string longer than 4 GiB");
     }
@@ -145,12 +145,17 @@ void PickleWriter::unicode(std::string_view utf8) {
     out_.put_text(utf8);
 }
 
+void PickleWriter::unicode(std::string_view utf8) {
+    unicode_op(utf8);
+    memoize_like_python();
+}
+
 void PickleWriter::shared_unicode(std::string_view utf8) {
     if (auto it = memo_texts_.find(utf8); it != memo_texts_.end()) {
         memo_get(it->second);
         return;
     }
-    unicode(utf8);
+    unicode_op(utf8);
     memo_texts_.emplace(std::string(utf8), memo_put());
 }
 
@@ -178,9 +183,11 @@ void PickleWriter::empty_tuple() {
 }
 void PickleWriter::empty_list() {
     op(kEmptyList);
+    memoize_like_python();
 }
 void PickleWriter::empty_dict() {
     op(kEmptyDict);
+    memoize_like_python();
 }
 void PickleWriter::mark() {
     op(kMark);
@@ -210,6 +217,9 @@ void PickleWriter::end_tuple(std::size_t count) {
             op(kTuple);
             break;
     }
+    if (count > 0) {
+        memoize_like_python();
+    }
 }
 
 void PickleWriter::setitem() {
@@ -226,9 +236,11 @@ void PickleWriter::appends() {
 }
 void PickleWriter::reduce() {
     op(kReduce);
+    memoize_like_python();
 }
 void PickleWriter::newobj() {
     op(kNewObj);
+    memoize_like_python();
 }
 void PickleWriter::build() {
     op(kBuild);

@@ -36,6 +36,14 @@
 // Nothing else is memoized unless asked (PickleValue::shared, PickleWriter::memo_put): the output
 // is a pure function of the value, so two runs give identical bytes.
 //
+// MemoPolicy::kLikePython memoizes, as Python's own pickler does, every object it memoizes:
+// after each BINUNICODE, EMPTY_DICT, EMPTY_LIST, non-empty tuple (TUPLE1-3, TUPLE), REDUCE and
+// NEWOBJ a BINPUT follows (never after EMPTY_TUPLE, numbers, None, bools, BINPERSID, BUILD).
+// Fed the objects torch.save pickles, in the same order, it writes torch.save's bytes (the
+// universal checkpoint files, docs/universal-checkpoint.md §5). A value referenced twice is the
+// caller's to fetch with memo_get(memo_size() - 1 at its first write); PickleValue::shared
+// assumes the default policy.
+//
 // torch conventions (torch/serialization.py, torch/_utils.py), all within the weights_only
 // allow-list except the arbitrary GLOBALs a caller names itself:
 //   storage  BINPERSID of ('storage', GLOBAL torch <X>Storage, key:str, location:str, numel:int);
@@ -68,9 +76,14 @@ namespace z2f::pickle {
 
 // Low-level emitter: one call per opcode (or per typed value). The caller keeps the stack
 // balanced; the value tree below does that for nested data.
+enum class MemoPolicy : std::uint8_t {
+    kGlobalsAndShared,  // GLOBALs and shared_unicode() texts only
+    kLikePython,        // every object Python's pickler memoizes (see above)
+};
+
 class PickleWriter {
   public:
-    PickleWriter();  // emits PROTO 2
+    explicit PickleWriter(MemoPolicy policy = MemoPolicy::kGlobalsAndShared);  // emits PROTO 2
 
     void none();
     void boolean(bool value);
@@ -103,6 +116,8 @@ class PickleWriter {
     // Stores the stack top in the memo; returns its index.
     std::uint32_t memo_put();
     void memo_get(std::uint32_t index);
+    // Memo entries stored so far: the index of the next BINPUT.
+    std::uint32_t memo_size() const noexcept { return next_memo_; }
     // Memo entries keyed by object identity (PickleValue::shared).
     const std::uint32_t* memo_lookup(const void* object) const;
     void memo_remember(const void* object, std::uint32_t index);
@@ -113,7 +128,14 @@ class PickleWriter {
 
   private:
     void op(std::uint8_t opcode) { out_.put_u8(opcode); }
+    void unicode_op(std::string_view utf8);
+    // A BINPUT of the object just pushed, under kLikePython.
+    void memoize_like_python() {
+        if (policy_ == MemoPolicy::kLikePython)
+            memo_put();
+    }
 
+    MemoPolicy policy_;
     ByteWriter out_;
     std::uint32_t next_memo_ = 0;
     std::map<std::string, std::uint32_t, std::less<>> memo_globals_;

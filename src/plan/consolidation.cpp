@@ -80,7 +80,9 @@ class Planner {
         if (!options_.exclude_frozen) {
             add_frozen();
         }
-        if (meta_.layout == checkpoint::MasterLayout::kPerParam) {
+        if (meta_.layout == checkpoint::MasterLayout::kWholeParams) {
+            add_trainable_whole();
+        } else if (meta_.layout == checkpoint::MasterLayout::kPerParam) {
             add_trainable_stage3();
         } else {
             add_trainable_stage12();
@@ -91,6 +93,14 @@ class Planner {
 
   private:
     const std::string& model_path() const { return meta_.files.model_files.front(); }
+
+    // Stage 3, or a universal checkpoint made from one: frozen parameters are split over the
+    // per-rank model files and the module holds only placeholders.
+    bool per_rank_parameters() const {
+        return meta_.layout == checkpoint::MasterLayout::kPerParam ||
+               (meta_.layout == checkpoint::MasterLayout::kWholeParams &&
+                meta_.files.per_rank_model_files);
+    }
 
     std::size_t add(PlannedTensor tensor, const std::string& origin) {
         auto [it, inserted] = index_.emplace(tensor.name, result_.plan.tensors.size());
@@ -127,7 +137,7 @@ class Planner {
         const checkpoint::ModelStatesInfo& model = meta_.model;
         if (model.shared_params) {
             aliases_ = *model.shared_params;
-        } else if (meta_.layout != checkpoint::MasterLayout::kPerParam) {
+        } else if (!per_rank_parameters()) {
             std::unordered_set<std::string> trainable;
             for (const auto& group : *model.param_shapes) {
                 for (const auto& [name, shape] : group)
@@ -188,7 +198,7 @@ class Planner {
 
     void add_frozen() {
         const checkpoint::ModelStatesInfo& model = meta_.model;
-        if (meta_.layout == checkpoint::MasterLayout::kPerParam) {
+        if (per_rank_parameters()) {
             if (model.frozen_param_shapes)
                 add_frozen_stage3();
             return;
@@ -338,6 +348,33 @@ class Planner {
         return refs.empty() ? DType::kF32 : refs.front().dtype;
     }
 
+    // Rank r's flat tensors of the planned stream: its master partitions, or one Adam moment of
+    // each group.
+    std::vector<checkpoint::TensorRef> stream_groups(std::uint32_t r) const {
+        const checkpoint::OptimStatesInfo& optim = meta_.optim[r];
+        if (options_.stream == Stream::kMaster) {
+            return optim.master;
+        }
+        std::vector<checkpoint::TensorRef> refs;
+        for (std::size_t g = 0; g < optim.master.size(); ++g) {
+            const checkpoint::OptimizerGroupState* state =
+                g < optim.group_states.size() ? &optim.group_states[g] : nullptr;
+            const std::optional<checkpoint::TensorRef>* moment = nullptr;
+            if (state != nullptr) {
+                moment = options_.stream == Stream::kExpAvg ? &state->exp_avg : &state->exp_avg_sq;
+            }
+            if (moment == nullptr || !moment->has_value()) {
+                throw_input_error(meta_.files.optim_files[r],
+                                  "holds no Adam " + std::string(stream_name(options_.stream)) +
+                                      " for flat group " + std::to_string(g) +
+                                      ": a checkpoint saved without optimizer states, or by "
+                                      "another optimizer, has no moments to convert");
+            }
+            refs.push_back(**moment);
+        }
+        return refs;
+    }
+
     PlannedTensor trainable(const std::string& name, const std::vector<std::uint64_t>& shape,
                             DType source) const {
         PlannedTensor tensor;
@@ -358,20 +395,24 @@ class Planner {
                                                 std::to_string(groups) + " flat groups");
         }
         const std::uint64_t align = 2 * std::uint64_t{world_};
+        std::vector<std::vector<checkpoint::TensorRef>> by_rank;
+        for (std::uint32_t r = 0; r < world_; ++r) {
+            by_rank.push_back(stream_groups(r));
+        }
         for (std::size_t g = 0; g < groups; ++g) {
             ConcatenatedSource flat;
             for (std::uint32_t r = 0; r < world_; ++r) {
-                const checkpoint::TensorRef& part = meta_.optim[r].master[g];
-                if (r > 0 && part.dtype != meta_.optim[0].master[g].dtype) {
-                    throw_input_error(
-                        meta_.files.optim_files[r],
-                        "partition of group " + std::to_string(g) + " is " +
-                            std::string(dtype_display_name(part.dtype)) + ", rank 0's is " +
-                            std::string(dtype_display_name(meta_.optim[0].master[g].dtype)));
+                const checkpoint::TensorRef& part = by_rank[r][g];
+                if (r > 0 && part.dtype != by_rank[0][g].dtype) {
+                    throw_input_error(meta_.files.optim_files[r],
+                                      "partition of group " + std::to_string(g) + " is " +
+                                          std::string(dtype_display_name(part.dtype)) +
+                                          ", rank 0's is " +
+                                          std::string(dtype_display_name(by_rank[0][g].dtype)));
                 }
                 flat.append(part);
             }
-            const DType source = meta_.optim[0].master[g].dtype;
+            const DType source = by_rank[0][g].dtype;
             std::uint64_t offset = 0;
             for (const auto& [name, shape] : shapes[g]) {
                 std::uint64_t numel = *checked_numel(shape);
@@ -399,7 +440,9 @@ class Planner {
                                       std::to_string(available) +
                                       " - param_shapes and the fp32 partitions disagree");
             }
-            if (offset != flat.numel() && meta_.layout == checkpoint::MasterLayout::kFlatGroups) {
+            // Moments always keep their padding (torch's state of the padded flat partition).
+            if (offset != flat.numel() && meta_.layout == checkpoint::MasterLayout::kFlatGroups &&
+                options_.stream == Stream::kMaster) {
                 result_.warnings.push_back("group " + std::to_string(g) + ": " +
                                            std::to_string(flat.numel() - offset) +
                                            " trailing padding element(s) in the saved partitions "
@@ -410,11 +453,15 @@ class Planner {
 
     void add_trainable_stage3() {
         const auto& shapes = *meta_.model.param_shapes;
-        const auto& first = meta_.optim.front().master;
+        std::vector<std::vector<checkpoint::TensorRef>> by_rank;
+        for (std::uint32_t r = 0; r < world_; ++r) {
+            by_rank.push_back(stream_groups(r));
+        }
+        const auto& first = by_rank.front();
         const DType source = master_dtype(first, meta_.files.optim_files.front());
         std::vector<ConcatenatedSource> ranks(world_);
         for (std::uint32_t r = 0; r < world_; ++r) {
-            const auto& groups = meta_.optim[r].master;
+            const auto& groups = by_rank[r];
             for (std::size_t j = 0; j < groups.size(); ++j) {
                 if (groups[j].numel != first[j].numel || groups[j].dtype != first[j].dtype) {
                     throw_input_error(meta_.files.optim_files[r],
@@ -469,6 +516,31 @@ class Planner {
         }
     }
 
+    // A universal checkpoint: parameter i of param_shapes (flattened) is master[i], whole.
+    void add_trainable_whole() {
+        const auto& masters = meta_.optim.front().master;
+        std::size_t index = 0;
+        for (const auto& group : *meta_.model.param_shapes) {
+            for (const auto& [name, shape] : group) {
+                if (index >= masters.size()) {
+                    throw_internal_error(
+                        "universal metadata lists fewer masters than "
+                        "param_shapes");
+                }
+                const checkpoint::TensorRef& ref = masters[index++];
+                if (ref.numel != *checked_numel(shape)) {
+                    throw_internal_error("universal master of '" + name +
+                                         "' does not match its shape");
+                }
+                PlannedTensor tensor = trainable(name, shape, ref.dtype);
+                if (ref.length > 0) {
+                    tensor.extents.push_back({ref.file, ref.offset, ref.length});
+                }
+                add(std::move(tensor), meta_.inputs.at(ref.file));
+            }
+        }
+    }
+
     void add_aliases() {
         std::size_t skipped = 0;
         for (const auto& [alias, owner] : aliases_) {
@@ -512,10 +584,30 @@ Stage3Slice stage3_slice(std::uint64_t numel, std::uint32_t world, std::uint32_t
     return slice;
 }
 
+std::string_view stream_name(Stream stream) noexcept {
+    switch (stream) {
+        case Stream::kMaster:
+            return "fp32";
+        case Stream::kExpAvg:
+            return "exp_avg";
+        case Stream::kExpAvgSq:
+            return "exp_avg_sq";
+    }
+    return "fp32";
+}
+
 ConsolidationPlan plan_consolidation(const checkpoint::CheckpointMeta& meta,
                                      const PlanOptions& options) {
-    if (meta.world_size == 0 || meta.optim.size() != meta.world_size) {
+    const std::size_t optim_files =
+        meta.layout == checkpoint::MasterLayout::kWholeParams ? 1 : meta.world_size;
+    if (meta.world_size == 0 || meta.optim.size() != optim_files) {
         throw_internal_error("checkpoint metadata is not assembled");
+    }
+    if (meta.layout == checkpoint::MasterLayout::kWholeParams &&
+        options.stream != Stream::kMaster) {
+        throw_unsupported(meta.files.tag_dir,
+                          "is a universal checkpoint already: planning its Adam moments again "
+                          "is not supported");
     }
     return Planner(meta, options).run();
 }

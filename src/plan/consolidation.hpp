@@ -24,6 +24,7 @@
 #pragma once
 
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "checkpoint/checkpoint_meta.hpp"
@@ -33,13 +34,26 @@
 
 namespace z2f::plan {
 
+// What trainable parameters are reassembled from: the fp32 master partitions (HF output), or one
+// of Adam's moments (universal output, docs/universal-checkpoint.md §2). The moments of a flat
+// group are laid out exactly like its master partition (padding kept or stripped alike, or only
+// at the end), so the same extents formula applies. Buffers, frozen parameters and aliases are
+// planned as usual whatever the stream.
+enum class Stream : std::uint8_t { kMaster, kExpAvg, kExpAvgSq };
+
 struct PlanOptions {
     DType dtype = DType::kF32;
     bool cast_all_buffers = false;
     bool keep_frozen_dtype = false;
     bool exclude_frozen = false;
     Stage1Frozen stage1_frozen = Stage1Frozen::kEmit;
+    // A moment stream needs every rank's moments of every group: absent ones are an input error.
+    Stream stream = Stream::kMaster;
 };
+
+// "fp32", "exp_avg", "exp_avg_sq": the optimizer-state key of a stream, as universal checkpoints
+// name their files.
+std::string_view stream_name(Stream stream) noexcept;
 
 struct ConsolidationPlan {
     TensorPlan plan;

@@ -78,9 +78,64 @@ TEST(MetaCodec, OutOfRangeEnumeratorsAreRefused) {
     std::vector<std::byte> bytes = out.take();
     // u64 size, u8 kind, then the ds_version string (8 bytes of length), then the layout.
     std::size_t layout_at = 8 + 1 + 8;
-    bytes[layout_at] = std::byte{3};
+    bytes[layout_at] = std::byte{4};
     WireReader in(bytes, "test");
     EXPECT_THROW(decode_file_meta(in), Error);
+}
+
+OptimStatesInfo optim_with_state() {
+    OptimStatesInfo optim;
+    optim.partition_count = {2};
+    optim.master.push_back(TensorRef{3, DType::kF32, {10}, 10, 64, 40});
+    OptimizerGroupState state;
+    state.exp_avg = TensorRef{3, DType::kF32, {12}, 12, 128, 48};
+    state.step = OptimizerStep{OptimizerStep::Form::kTensor, DType::kF32, {}, 0x40000000};
+    optim.group_states.push_back(state);
+    PickledGraphBuilder builder(optim.global_state.graph, "test");
+    PickledNode key;
+    key.kind = PickledNode::Kind::kString;
+    key.text = "clip_grad";
+    PickledNode value;
+    value.kind = PickledNode::Kind::kFloat;
+    value.real = 0.5;
+    PickledNode groups;
+    groups.kind = PickledNode::Kind::kList;
+    std::uint32_t key_node = builder.add(key);
+    std::uint32_t value_node = builder.add(value);
+    groups.children = {value_node, value_node};
+    optim.global_state.entries.push_back({"clip_grad", key_node, value_node});
+    optim.global_state.param_groups = builder.add(groups);
+    return optim;
+}
+
+TEST(MetaCodec, RoundTripsTheOptimizerState) {
+    FileMeta meta;
+    meta.info = optim_with_state();
+    WireWriter out;
+    encode_file_meta(meta, out);
+    WireReader in(out.bytes(), "test");
+    EXPECT_EQ(decode_file_meta(in).info, meta.info);
+    EXPECT_TRUE(in.at_end());
+    for (std::size_t cut = 0; cut < out.bytes().size(); ++cut) {
+        WireReader truncated(std::span(out.bytes()).first(cut), "test");
+        EXPECT_THROW(decode_file_meta(truncated), Error) << cut;
+    }
+}
+
+TEST(MetaCodec, PickledNodesReferOnlyToEarlierNodes) {
+    FileMeta meta;
+    OptimStatesInfo optim = optim_with_state();
+    optim.global_state.graph.nodes[0].children = {2};  // a forward (possibly cyclic) reference
+    meta.info = optim;
+    WireWriter out;
+    encode_file_meta(meta, out);
+    WireReader in(out.bytes(), "test");
+    try {
+        decode_file_meta(in);
+        ADD_FAILURE() << "decoded a forward reference";
+    } catch (const Error& error) {
+        EXPECT_EQ(error.kind(), ErrorKind::kInternal);
+    }
 }
 
 }  // namespace

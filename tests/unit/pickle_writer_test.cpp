@@ -177,6 +177,40 @@ TEST(PickleWriter, LongMemoIndices) {
     EXPECT_EQ(repr(node->items[599]), "m.g299");
 }
 
+TEST(PickleWriter, LikePythonMemoizesWhatCPythonMemoizes) {
+    // CPython: t = (0.9, 0.999); s = 'x'
+    // pickle.dumps({'lr': 0.5, 'betas': t, 'l': [t, s, s], 'e': (), 'n': None, 'big': 1 << 40}, 2)
+    PickleWriter writer(MemoPolicy::kLikePython);
+    writer.empty_dict();
+    writer.mark();
+    writer.unicode("lr");
+    writer.floating(0.5);
+    writer.unicode("betas");
+    writer.begin_tuple(2);
+    writer.floating(0.9);
+    writer.floating(0.999);
+    writer.end_tuple(2);
+    const std::uint32_t betas = writer.memo_size() - 1;
+    writer.unicode("l");
+    writer.empty_list();
+    writer.mark();
+    writer.memo_get(betas);
+    writer.unicode("x");
+    writer.memo_get(writer.memo_size() - 1);
+    writer.appends();
+    writer.unicode("e");
+    writer.empty_tuple();
+    writer.unicode("n");
+    writer.none();
+    writer.unicode("big");
+    writer.integer(std::int64_t{1} << 40);
+    writer.setitems();
+    EXPECT_EQ(hex(writer.finish()),
+              "80027d71002858020000006c727101473fe0000000000000580500000062657461737102473feccc"
+              "cccccccccd473feff7ced916872b86710358010000006c71045d7105286803580100000078710668"
+              "066558010000006571072958010000006e71084e580300000062696771098a06000000000001752e");
+}
+
 TEST(PickleWriter, ContiguousStridesLikeTorch) {
     using V = std::vector<std::uint64_t>;
     EXPECT_EQ(contiguous_strides(V{}), V{});

@@ -1,0 +1,32 @@
+// The metadata of a universal checkpoint, for conversion to Hugging Face formats
+// (docs/universal-checkpoint.md §6). Inputs are numbered model files first (rank order), then
+// one zero/<param>/fp32.pt per parameter folder (CheckpointFiles::universal_params order).
+//
+// A parameter file holds {'cat_dim': ..., 'param': T} (ZeRO-1/2, also accepted at ZeRO-3) or T
+// itself (ZeRO-3); it is read as an OptimStatesInfo of layout kWholeParams with T as its one
+// master, so that it crosses MPI on the ordinary codec. T may have any shape whose element count
+// is the parameter's (full shape, (1,) for a 0-dim parameter, flat 1-D): the shape comes from
+// param_shapes in the model file.
+//
+// The assembled CheckpointMeta has layout kWholeParams and one OptimStatesInfo whose `master`
+// holds every parameter's T in param_shapes order; world_size is the number of per-rank model
+// files at ZeRO-3 (their frozen fragments are split over that many ranks), else the recorded
+// dp_world_size (informational).
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "checkpoint/assemble.hpp"
+#include "container/torch_file.hpp"
+
+namespace z2f::checkpoint {
+
+std::vector<InputFileSpec> universal_inputs(const CheckpointFiles& files);
+
+OptimStatesInfo read_universal_param(const container::TorchFile& file, std::uint32_t file_index);
+
+// `metas` is indexed like universal_inputs(files).
+CheckpointMeta assemble_universal_meta(const CheckpointFiles& files, std::vector<FileMeta> metas);
+
+}  // namespace z2f::checkpoint

@@ -1,0 +1,96 @@
+#include "checkpoint/universal_discovery.hpp"
+
+#include <algorithm>
+#include <map>
+
+#include "checkpoint/natural_sort.hpp"
+#include "common/errors.hpp"
+#include "io/posix_file.hpp"
+
+namespace z2f::checkpoint {
+
+bool is_universal_tag_dir(const std::string& dir) {
+    if (!io::is_directory(dir) || !io::is_regular_file(dir + "/zero/optimizer_state.pt")) {
+        return false;
+    }
+    for (const std::string& name : io::list_directory(dir)) {
+        if (parse_checkpoint_file_name(name).role == CheckpointFileRole::kOptimStates) {
+            return false;  // an ordinary tag folder that happens to hold a zero/ folder
+        }
+    }
+    return true;
+}
+
+std::string universal_fp32_path(const CheckpointFiles& files, const std::string& param) {
+    return files.tag_dir + "/zero/" + param + "/fp32.pt";
+}
+
+void list_universal_tag(CheckpointFiles& files) {
+    files.universal = true;
+    std::map<std::uint64_t, std::string> by_rank;
+    std::vector<std::string> shared;
+    for (const std::string& name : io::list_directory(files.tag_dir)) {
+        const std::string path = files.tag_dir + "/" + name;
+        CheckpointFileName parsed = parse_checkpoint_file_name(name);
+        switch (parsed.role) {
+            case CheckpointFileRole::kModelStates:
+            case CheckpointFileRole::kRankModelStates:
+                break;
+            case CheckpointFileRole::kOther:
+                continue;
+            default:
+                throw_unsupported(path,
+                                  "a universal checkpoint of a tensor-, pipeline- or "
+                                  "expert-parallel run: only data-parallel ones are converted");
+        }
+        if (!io::is_regular_file(path)) {
+            throw_input_error(path, io::why_not_regular_file(path));
+        }
+        if (parsed.mp_rank != 0) {
+            throw_unsupported(path, "model-parallel rank " + std::to_string(parsed.mp_rank) +
+                                        ": universal checkpoints of tensor-parallel runs are not "
+                                        "supported");
+        }
+        if (parsed.role == CheckpointFileRole::kModelStates) {
+            shared.push_back(path);
+        } else if (!by_rank.emplace(parsed.dp_rank, path).second) {
+            throw_input_error(
+                path, "second model-states file for rank " + std::to_string(parsed.dp_rank));
+        }
+    }
+    if (!shared.empty() && !by_rank.empty()) {
+        throw_input_error(files.tag_dir,
+                          "holds both mp_rank_00_model_states.pt and "
+                          "zero_pp_rank_*_model_states.pt: files from two different runs?");
+    }
+    if (shared.empty() && by_rank.empty()) {
+        throw_input_error(files.tag_dir,
+                          "universal checkpoint without a *_model_states.pt file: parameter "
+                          "names and shapes live there (ds_to_universal.py copies them)");
+    }
+    if (!by_rank.empty()) {
+        std::uint64_t expected = 0;
+        for (const auto& [rank, path] : by_rank) {
+            if (rank != expected++) {
+                throw_input_error(files.tag_dir, "model-states file of rank " +
+                                                     std::to_string(expected - 1) + " is missing");
+            }
+            files.model_files.push_back(path);
+        }
+        files.per_rank_model_files = true;
+    } else {
+        files.model_files = shared;
+    }
+
+    const std::string zero = files.tag_dir + "/zero";
+    for (const std::string& name : io::list_directory(zero)) {
+        if (io::is_directory(zero + "/" + name) &&
+            io::is_regular_file(zero + "/" + name + "/fp32.pt")) {
+            files.universal_params.push_back(name);
+        }
+    }
+    std::sort(files.universal_params.begin(), files.universal_params.end(),
+              [](const auto& a, const auto& b) { return natural_less(a, b); });
+}
+
+}  // namespace z2f::checkpoint

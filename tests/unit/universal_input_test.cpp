@@ -1,0 +1,157 @@
+// Universal checkpoints as input: which folder discovery takes, and the tensors planned from
+// DeepSpeed's own universal checkpoints (tests/data/universal plus the model-states copies)
+// against the engine's state dict (tests/data/deepspeed/<fixture>/expected.pt).
+#include <filesystem>
+
+#include <gtest/gtest.h>
+
+#include "checkpoint/assemble.hpp"
+#include "checkpoint/discovery.hpp"
+#include "checkpoint/meta_codec.hpp"
+#include "checkpoint/universal_discovery.hpp"
+#include "plan/consolidation.hpp"
+#include "plan/universal_plan.hpp"
+#include "support/expected_state.hpp"
+#include "support/materialize.hpp"
+#include "support/test_files.hpp"
+#include "support/universal_reference.hpp"
+#include "zero2fp32/error.hpp"
+
+namespace z2f::checkpoint {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::string discovery_error(const std::string& dir, const std::string& tag,
+                            DiscoveryOptions options = {}) {
+    try {
+        discover_checkpoint(dir, tag, options);
+    } catch (const Error& error) {
+        return error.what();
+    }
+    return "";
+}
+
+TEST(UniversalInput, DiscoveryFollowsLatestUniversal) {
+    testing::TempDir dir;
+    testing::assemble_universal_checkpoint("z2_ws2_fp32", dir.path());
+    CheckpointFiles files = discover_checkpoint(dir.path(), "");
+    EXPECT_TRUE(files.universal);
+    EXPECT_EQ(files.tag, "global_step2_universal");
+    EXPECT_TRUE(files.optim_files.empty());
+    ASSERT_EQ(files.model_files.size(), 1u);
+    EXPECT_EQ(fs::path(files.model_files[0]).filename(), "mp_rank_00_model_states.pt");
+    EXPECT_EQ(files.universal_params,
+              (std::vector<std::string>{"fc1.bias", "fc1.weight", "fc2.bias", "fc2.weight",
+                                        "norm.bias", "norm.weight", "scale", "temp"}));
+    // The tag folder itself, and -t.
+    EXPECT_TRUE(discover_checkpoint(dir.file("global_step2_universal"), "").universal);
+    EXPECT_TRUE(discover_checkpoint(dir.path(), "global_step2_universal").universal);
+    // The file list crosses MPI whole.
+    CheckpointFiles decoded = decode_files(encode_files(files));
+    EXPECT_EQ(decoded.universal, files.universal);
+    EXPECT_EQ(decoded.universal_params, files.universal_params);
+}
+
+TEST(UniversalInput, LatestWinsUnlessAskedOtherwise) {
+    // DeepSpeed's converter writes its output next to the original: both latest files.
+    testing::TempDir dir;
+    testing::copy_tree(testing::fixture_path("z2_ws2_fp32"), dir.path());
+    testing::assemble_universal_checkpoint("z2_ws2_fp32", dir.path() + "/universal");
+    fs::rename(dir.file("universal/global_step2_universal"), dir.file("global_step2_universal"));
+    fs::rename(dir.file("universal/latest_universal"), dir.file("latest_universal"));
+    CheckpointFiles plain = discover_checkpoint(dir.path(), "");
+    EXPECT_FALSE(plain.universal);
+    EXPECT_EQ(plain.tag, "global_step2");
+    DiscoveryOptions from_universal;
+    from_universal.from_universal = true;
+    CheckpointFiles universal = discover_checkpoint(dir.path(), "", from_universal);
+    EXPECT_TRUE(universal.universal);
+    EXPECT_EQ(universal.tag, "global_step2_universal");
+    EXPECT_TRUE(discover_checkpoint(dir.path(), "global_step2_universal").universal);
+    EXPECT_FALSE(discover_checkpoint(dir.path(), "global_step2").universal);
+
+    fs::remove(dir.file("latest_universal"));
+    EXPECT_NE(discovery_error(dir.path(), "", from_universal).find("no 'latest_universal'"),
+              std::string::npos);
+}
+
+TEST(UniversalInput, AFolderWithoutOptimizerStateIsNotUniversal) {
+    testing::TempDir dir;
+    testing::assemble_universal_checkpoint("z3_ws2_fp32", dir.path());
+    fs::remove(dir.file("global_step2_universal/zero/optimizer_state.pt"));
+    EXPECT_FALSE(is_universal_tag_dir(dir.file("global_step2_universal")));
+    EXPECT_NE(discovery_error(dir.path(), "").find("no *_optim_states.pt files"), std::string::npos)
+        << discovery_error(dir.path(), "");
+}
+
+// Defaults: every tensor of the engine's own state dict, bit for bit.
+TEST(UniversalInput, PlansTheEnginesStateDict) {
+    for (const std::string& fixture : testing::universal_fixtures()) {
+        SCOPED_TRACE(fixture);
+        testing::TempDir dir;
+        testing::assemble_universal_checkpoint(fixture, dir.path());
+        CheckpointMeta meta = read_checkpoint_meta(discover_checkpoint(dir.path(), ""));
+        EXPECT_EQ(meta.layout, MasterLayout::kWholeParams);
+        EXPECT_EQ(meta.world_size, 2u);
+        plan::ConsolidationPlan result = plan::plan_consolidation(meta, plan::PlanOptions{});
+        auto expected =
+            testing::read_expected_state_dict(testing::fixture_path(fixture + "/expected.pt"));
+        ASSERT_EQ(result.plan.tensors.size(), expected.size());
+        for (std::size_t i = 0; i < result.plan.tensors.size(); ++i) {
+            const plan::PlannedTensor& tensor = result.plan.tensors[i];
+            SCOPED_TRACE(tensor.name);
+            const testing::ExpectedTensor* truth = testing::find_tensor(expected, tensor.name);
+            ASSERT_NE(truth, nullptr);
+            EXPECT_EQ(tensor.shape, truth->shape);  // 'temp' is () again
+            EXPECT_EQ(tensor.output_dtype, truth->dtype);
+            EXPECT_EQ(testing::materialize(result.plan, i), truth->bytes);
+            if (tensor.role == TensorRole::kTrainable) {
+                EXPECT_EQ(tensor.extents.size(), 1u);  // one whole record
+            }
+        }
+        // And the same order as the original checkpoint's plan.
+        plan::ConsolidationPlan original = plan::plan_consolidation(
+            read_checkpoint_meta(discover_checkpoint(testing::fixture_path(fixture), "")),
+            plan::PlanOptions{});
+        ASSERT_EQ(original.plan.tensors.size(), result.plan.tensors.size());
+        for (std::size_t i = 0; i < result.plan.tensors.size(); ++i) {
+            EXPECT_EQ(result.plan.tensors[i].name, original.plan.tensors[i].name);
+            EXPECT_EQ(result.plan.tensors[i].role, original.plan.tensors[i].role);
+        }
+        // A universal checkpoint is not converted to a universal checkpoint again.
+        EXPECT_THROW(plan::plan_universal(meta), Error);
+    }
+}
+
+TEST(UniversalInput, ParameterFilesAreChecked) {
+    testing::TempDir dir;
+    testing::assemble_universal_checkpoint("z2_ws2_fp32", dir.path());
+    const std::string zero = dir.file("global_step2_universal/zero");
+    // A parameter of param_shapes without its folder.
+    fs::remove_all(zero + "/fc2.bias");
+    try {
+        read_checkpoint_meta(discover_checkpoint(dir.path(), ""));
+        ADD_FAILURE() << "assembled without fc2.bias";
+    } catch (const Error& error) {
+        EXPECT_EQ(error.kind(), ErrorKind::kInput);
+        EXPECT_NE(std::string(error.what()).find("fc2.bias/fp32.pt: is missing"), std::string::npos)
+            << error.what();
+    }
+    // A folder holding another parameter's tensor (wrong element count).
+    fs::create_directory(zero + "/fc2.bias");
+    fs::copy_file(zero + "/fc1.bias/fp32.pt", zero + "/fc2.bias/fp32.pt");
+    try {
+        read_checkpoint_meta(discover_checkpoint(dir.path(), ""));
+        ADD_FAILURE() << "assembled a 53-element fc2.bias";
+    } catch (const Error& error) {
+        EXPECT_NE(std::string(error.what())
+                      .find("holds 53 elements, but parameter 'fc2.bias' "
+                            "has 29"),
+                  std::string::npos)
+            << error.what();
+    }
+}
+
+}  // namespace
+}  // namespace z2f::checkpoint
