@@ -32,8 +32,9 @@ declare -A max_len=(
     [pickle]=65536
     [checkpoint_interpreter]=65536
     [safetensors_header]=65536
+    [wire_codec]=65536
 )
-all_targets=(zip_reader pickle checkpoint_interpreter safetensors_header)
+all_targets=(zip_reader pickle checkpoint_interpreter safetensors_header wire_codec)
 targets=("$@")
 [[ ${#targets[@]} -eq 0 ]] && targets=("${all_targets[@]}")
 for target in "${targets[@]}"; do

@@ -15,6 +15,10 @@ cd "$(dirname "$0")/../.."
 staging=$(mktemp -d)
 trap 'rm -rf "$staging"' EXIT
 python3 tests/fuzz/make_seeds.py tests/data/deepspeed "$staging"
+# The wire codec's seeds are real payloads, encoded by the library itself (a Release build).
+seeds_tool=${Z2F_WIRE_SEEDS:-build/release/tests/z2f_make_wire_seeds}
+[[ -x "$seeds_tool" ]] || { echo "make_corpus.sh: build $seeds_tool first (cmake --build --preset release)" >&2; exit 1; }
+"$seeds_tool" tests/data "$staging/wire_codec" >/dev/null
 
 for dir in "$staging"/*/; do
     target=$(basename "$dir")

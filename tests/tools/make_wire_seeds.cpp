@@ -1,0 +1,80 @@
+// make_wire_seeds FIXTURES_ROOT OUT_DIR: the seed corpus of the wire codec fuzz target
+// (tests/fuzz/fuzz_wire_codec.cpp) from real payloads: every fixture's file list and per-file
+// metadata, the parallel fixtures' file grids and metadata, and a few outcomes, each prefixed
+// with the harness's selector byte. A development tool run by tests/fuzz/make_corpus.sh.
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+
+#include "checkpoint/assemble.hpp"
+#include "checkpoint/discovery.hpp"
+#include "checkpoint/file_grid.hpp"
+#include "checkpoint/meta_codec.hpp"
+#include "checkpoint/parallel_assemble.hpp"
+#include "checkpoint/parallel_meta_codec.hpp"
+#include "parallel/agreement.hpp"
+
+namespace fs = std::filesystem;
+
+namespace {
+
+int written = 0;
+
+void write_seed(const fs::path& out, std::uint8_t selector, std::span<const std::byte> payload) {
+    std::ofstream file(out / ("seed-" + std::to_string(written++)), std::ios::binary);
+    file.put(static_cast<char>(selector));
+    file.write(reinterpret_cast<const char*>(payload.data()),
+               static_cast<std::streamsize>(payload.size()));
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    using namespace z2f;
+    if (argc != 3) {
+        std::fprintf(stderr, "usage: make_wire_seeds FIXTURES_ROOT OUT_DIR\n");
+        return 2;
+    }
+    fs::path root(argv[1]);
+    fs::path out(argv[2]);
+    fs::create_directories(out);
+    try {
+        for (const auto& entry : fs::directory_iterator(root / "deepspeed")) {
+            if (!fs::exists(entry.path() / "latest"))
+                continue;
+            checkpoint::CheckpointFiles files = checkpoint::discover_checkpoint(entry.path(), "");
+            write_seed(out, 0, checkpoint::encode_files(files));
+            auto inputs = checkpoint::checkpoint_inputs(files);
+            WireWriter metas;
+            for (std::size_t i = 0; i < inputs.size(); ++i) {
+                checkpoint::encode_file_meta(
+                    checkpoint::read_file_meta(inputs[i], static_cast<std::uint32_t>(i)), metas);
+            }
+            write_seed(out, 1, metas.bytes());
+        }
+        for (const auto& entry : fs::directory_iterator(root / "deepspeed-parallel")) {
+            if (!fs::exists(entry.path() / "latest"))
+                continue;
+            checkpoint::FileGrid grid = checkpoint::discover_file_grid(entry.path(), "");
+            write_seed(out, 3, checkpoint::encode_file_grid(grid));
+            auto inputs = checkpoint::parallel_inputs(grid);
+            WireWriter metas;
+            for (std::size_t i = 0; i < inputs.size(); ++i) {
+                checkpoint::encode_parallel_file_meta(
+                    checkpoint::read_parallel_file_meta(inputs[i], static_cast<std::uint32_t>(i)),
+                    metas);
+            }
+            write_seed(out, 2, metas.bytes());
+        }
+        write_seed(out, 4, parallel::encode_outcome({}));
+        write_seed(out, 4,
+                   parallel::encode_outcome(parallel::Outcome::failure(
+                       ErrorKind::kInput, "zero_pp_rank_1_mp_rank_00_optim_states.pt: truncated")));
+        write_seed(out, 4, parallel::encode_outcome(parallel::Outcome::stopped()));
+    } catch (const Error& error) {
+        std::fprintf(stderr, "make_wire_seeds: %s\n", error.what());
+        return 1;
+    }
+    std::printf("%d seeds in %s\n", written, out.c_str());
+    return 0;
+}
