@@ -8,8 +8,12 @@ namespace {
 
 volatile std::sig_atomic_t g_signal = 0;
 
+// The first signal is the one that counts: a launcher that is itself interrupted (Ctrl-C
+// reaches mpirun and the ranks alike) follows up with SIGTERM to every rank, which must not
+// hide the SIGINT that stopped the run.
 extern "C" void on_termination(int signal) {
-    g_signal = signal;
+    if (g_signal == 0)
+        g_signal = signal;
 }
 
 }  // namespace

@@ -12,7 +12,7 @@ namespace z2f::io {
 void install_signal_handlers();
 // Only the SIGXFSZ part; main() calls it before MPI_Init, which itself writes files.
 void ignore_file_size_signal();
-// The signal number received, or 0.
+// The first of SIGTERM/SIGINT received, or 0.
 int termination_signal() noexcept;
 const char* signal_name(int signal) noexcept;
 
