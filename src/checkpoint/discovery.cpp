@@ -93,6 +93,25 @@ std::string list_tags(const std::string& dir) {
     return out;
 }
 
+// The files that make a folder a Hugging Face model: config.json and weights, named.
+std::string hf_model_files(const std::string& dir) {
+    std::vector<std::string> found;
+    for (const auto& name : io::list_directory(dir)) {
+        if (name == "config.json" || name.ends_with(".safetensors") ||
+            name.ends_with(".safetensors.index.json") ||
+            (name.starts_with("pytorch_model") && name.ends_with(".bin"))) {
+            found.push_back(name);
+        }
+    }
+    std::sort(found.begin(), found.end());
+    std::string text;
+    for (std::size_t i = 0; i < found.size() && i < 3; ++i)
+        text += (i == 0 ? "" : ", ") + found[i];
+    if (found.size() > 3)
+        text += ", ...";
+    return text;
+}
+
 void check_tag_text(const std::string& tag, const std::string& where) {
     if (tag.empty() || tag == "." || tag == ".." || tag.find('/') != std::string::npos ||
         tag.find('\0') != std::string::npos) {
@@ -233,10 +252,24 @@ TagFolder resolve_tag_folder(const std::string& checkpoint_dir, const std::strin
             latest = latest_universal;
         }
         if (!io::path_exists(latest)) {
+            std::string tags = list_tags(root);
+            if (tags == "none found") {
+                // Nothing of a DeepSpeed checkpoint at all: most often a Hugging Face model
+                // folder (an earlier conversion's output) given by mistake.
+                std::string model = hf_model_files(root);
+                throw_usage_error(
+                    root +
+                    ": not a DeepSpeed checkpoint: looked for a 'latest' file, "
+                    "*_optim_states.pt files, and tag folders holding them, and found "
+                    "none" +
+                    (model.empty() ? std::string()
+                                   : "; it holds a Hugging Face model (" + model +
+                                         "), which is what zero2fp32-mpi writes, not reads"));
+            }
             throw_input_error(root,
                               "no 'latest' file and no *_optim_states.pt files here; give "
                               "--tag (tags here: " +
-                                  list_tags(root) + ")");
+                                  tags + ")");
         }
         std::string text = strip(io::read_small_file(latest, kMaxLatestBytes));
         check_tag_text(text, latest);
