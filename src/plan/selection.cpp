@@ -92,4 +92,25 @@ TensorPlan select_tensors(const TensorPlan& plan, const SelectionOptions& option
     return out;
 }
 
+std::vector<std::string> unmatched_prefixes(const TensorPlan& plan,
+                                            const SelectionOptions& options) {
+    std::vector<bool> used(options.strip_prefixes.size(), false);
+    for (const PlannedTensor& tensor : plan.tensors) {
+        std::string name = tensor.name;
+        for (std::size_t p = 0; p < options.strip_prefixes.size(); ++p) {
+            const std::string& prefix = options.strip_prefixes[p];
+            if (!prefix.empty() && name.starts_with(prefix)) {
+                name.erase(0, prefix.size());
+                used[p] = true;
+            }
+        }
+    }
+    std::vector<std::string> unmatched;
+    for (std::size_t p = 0; p < used.size(); ++p) {
+        if (!used[p])
+            unmatched.push_back(options.strip_prefixes[p]);
+    }
+    return unmatched;
+}
+
 }  // namespace z2f::plan

@@ -23,4 +23,9 @@ struct SelectionOptions {
 
 TensorPlan select_tensors(const TensorPlan& plan, const SelectionOptions& options);
 
+// The --strip-prefix values that remove nothing from any tensor name (applied in order, as
+// select_tensors does): most likely a typo, which the run warns about.
+std::vector<std::string> unmatched_prefixes(const TensorPlan& plan,
+                                            const SelectionOptions& options);
+
 }  // namespace z2f::plan

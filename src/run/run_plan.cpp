@@ -78,6 +78,11 @@ void validate_options(const Options& options) {
     if (options.dry_run && options.verify) {
         throw_usage_error("--dry-run writes and reads nothing, so it cannot --verify");
     }
+    if (options.verify && (options.overwrite || options.resume)) {
+        throw_usage_error(std::string("--verify only reads OUT_DIR and never changes it; ") +
+                          (options.overwrite ? "--overwrite" : "--resume") +
+                          " asks to write: convert first, then --verify");
+    }
 }
 
 std::vector<const plan::WriteTask*> RunPlan::tasks_of(std::uint32_t rank) const {
@@ -152,6 +157,8 @@ RunPlan build_run_plan(const checkpoint::CheckpointMeta& meta, const RunSettings
     plan::SelectionOptions selection{options.include, options.exclude, options.strip_prefixes,
                                      options.untie};
     run.tensors = plan::select_tensors(consolidation.plan, selection);
+    for (const std::string& prefix : plan::unmatched_prefixes(consolidation.plan, selection))
+        run.warnings.push_back("--strip-prefix '" + prefix + "' matches no tensor name");
 
     output::OutputPlan outputs = output::plan_outputs(
         run.tensors, output::OutputPlanOptions{options.format, options.max_shard_size});
