@@ -22,6 +22,7 @@ if [[ "${1:-}" == "--test" ]]; then
         clang-format                         # the formatting check
         python3-torch python3-h5py           # independent cross-checks of our outputs (optional)
         util-linux procps psmisc             # setsid, pgrep, fuser used by the fault tests
+        strace                               # slows ranks down in the launcher-signal test
     )
 fi
 if [[ "${1:-}" == "--bench" ]]; then

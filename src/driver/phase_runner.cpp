@@ -42,7 +42,11 @@ double PhaseRunner::elapsed_seconds() const {
 void throw_if_interrupted() {
     if (int signal = io::termination_signal()) {
         throw Error(ErrorKind::kInterrupted,
-                    std::string("interrupted by ") + io::signal_name(signal));
+                    std::string("interrupted by ") + io::signal_name(signal) +
+                        (io::termination_from_parent()
+                             ? " from the launcher (which passes on a cancellation, or a SIGINT "
+                               "or SIGTERM it got itself, as SIGTERM)"
+                             : ""));
     }
 }
 

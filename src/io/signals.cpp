@@ -2,27 +2,33 @@
 
 #include <csignal>
 #include <signal.h>
+#include <unistd.h>
 
 namespace z2f::io {
 namespace {
 
 volatile std::sig_atomic_t g_signal = 0;
+volatile std::sig_atomic_t g_sender = 0;  // a pid: sig_atomic_t is int on Linux
 
-// The first signal is the one that counts: a launcher that is itself interrupted (Ctrl-C
-// reaches mpirun and the ranks alike) follows up with SIGTERM to every rank, which must not
-// hide the SIGINT that stopped the run.
-extern "C" void on_termination(int signal) {
-    if (g_signal == 0)
-        g_signal = signal;
+// The first signal is the one that counts: a later one (a launcher's follow-up SIGTERM) must
+// not hide the one that stopped the run. The sender is written before the number, which readers
+// test first.
+extern "C" void on_termination(int signal, siginfo_t* info, void* /*context*/) {
+    if (g_signal != 0)
+        return;
+    g_sender = info != nullptr ? static_cast<std::sig_atomic_t>(info->si_pid) : 0;
+    g_signal = signal;
 }
 
 }  // namespace
 
 void install_signal_handlers() {
     struct sigaction action {};
-    action.sa_handler = &on_termination;
+    action.sa_sigaction = &on_termination;
     sigemptyset(&action.sa_mask);
-    action.sa_flags = 0;  // no SA_RESTART: a blocking call returns EINTR and the loop re-checks
+    // SA_SIGINFO for the sender; no SA_RESTART: a blocking call returns EINTR and the loop
+    // re-checks.
+    action.sa_flags = SA_SIGINFO;
     ::sigaction(SIGTERM, &action, nullptr);
     ::sigaction(SIGINT, &action, nullptr);
     ignore_file_size_signal();
@@ -34,6 +40,11 @@ void ignore_file_size_signal() {
 
 int termination_signal() noexcept {
     return static_cast<int>(g_signal);
+}
+
+bool termination_from_parent() noexcept {
+    return g_signal != 0 && g_sender != 0 &&
+           g_sender == static_cast<std::sig_atomic_t>(::getppid());
 }
 
 const char* signal_name(int signal) noexcept {

@@ -14,6 +14,11 @@ void install_signal_handlers();
 void ignore_file_size_signal();
 // The first of SIGTERM/SIGINT received, or 0.
 int termination_signal() noexcept;
+// Whether that signal came from this process's parent: the launcher (mpirun or its daemon,
+// slurmstepd), which sends SIGTERM to every rank when the job is cancelled or when the launcher
+// is itself interrupted (mpirun turns a SIGINT it gets into SIGTERM to the ranks, whose own
+// process groups a terminal's Ctrl-C does not reach).
+bool termination_from_parent() noexcept;
 const char* signal_name(int signal) noexcept;
 
 }  // namespace z2f::io

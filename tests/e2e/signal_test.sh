@@ -60,6 +60,54 @@ else
     fail "the conversion ended before it could be signalled"
 fi
 
+# What the launcher does with a signal of its own (README.md, "Exit codes"): mpiexec turns a
+# SIGINT or SIGTERM it gets into SIGTERM to every rank (the ranks have process groups of their
+# own, so a terminal's Ctrl-C reaches mpiexec only), after a delay, and exits 1 whatever the
+# ranks exit with; the ranks stop as for any SIGTERM, say where it came from, and exit 3 (in the
+# summary). mpiexec's delay can outlast this small conversion, so each write of the ranks is
+# slowed by 2 ms (strace's fault injection; -D keeps the rank a child of the launcher).
+if command -v strace >/dev/null; then
+    for sig in INT TERM; do
+        case_start "SIG$sig to mpiexec itself: mpiexec exits 1, the ranks exit 3 and name the launcher"
+        out="$WORK/launcher_$sig"
+        # shellcheck disable=SC2086
+        "$Z2F_MPIEXEC" -n 2 $Z2F_MPIEXEC_FLAGS strace -D -qq -f -o /dev/null -e trace=pwrite64 \
+            -e inject=pwrite64:delay_enter=2000 "$Z2F_BIN" "$CKPT" "$out" "${ARGS[@]}" \
+            --summary-json "$WORK/launcher_$sig.json" >"$WORK/out.txt" 2>"$WORK/err.txt" &
+        PID=$!
+        for _ in $(seq 1 3000); do
+            compgen -G "$out/model-*-of-*.safetensors" >/dev/null && break
+            sleep 0.01
+        done
+        kill -"$sig" "$PID"
+        wait "$PID"
+        RC=$?
+        expect_rc 1
+        grep -q '"exit_code": 3' "$WORK/launcher_$sig.json" || fail "the ranks' summary: $(head -c 300 "$WORK/launcher_$sig.json")"
+        grep -q 'interrupted by SIGTERM from the launcher' "$WORK/launcher_$sig.json" \
+            || fail "the ranks do not say the launcher sent SIGTERM: $(grep message "$WORK/launcher_$sig.json")"
+        expect_no_temp_files "$out"
+    done
+else
+    echo "note: launcher signal cases skipped (needs strace: scripts/install-deps.sh --test)"
+fi
+
+case_start "SIGINT without a launcher (Ctrl-C on a bare run): exit 3, 'interrupted by SIGINT'"
+out="$WORK/bare_int"
+"$Z2F_BIN" "$CKPT" "$out" "${ARGS[@]}" --summary-json "$WORK/bare_int.json" >"$WORK/out.txt" 2>"$WORK/err.txt" &
+PID=$!
+for _ in $(seq 1 3000); do
+    compgen -G "$out/model-*-of-*.safetensors" >/dev/null && break
+    sleep 0.01
+done
+kill -INT "$PID"
+wait "$PID"
+RC=$?
+expect_rc 3
+expect_stderr "interrupted by SIGINT"
+grep -q '"exit_code": 3' "$WORK/bare_int.json" || fail "no exit code 3 in the summary"
+expect_no_temp_files "$out"
+
 case_start "SIGKILL of one rank: the launcher ends the job, no partial final-named file; --resume completes"
 out="$WORK/kill"
 if start_and_wait_for_first_shard 3 "$out"; then
@@ -109,13 +157,18 @@ case_start "W = 1,024: 2,048 input files under a 200-descriptor limit"
     || fail "cannot generate the W=1024 checkpoint"
 for ranks in 1 3; do
     # shellcheck disable=SC2086
-    (ulimit -n 200; exec "$Z2F_MPIEXEC" -n "$ranks" $Z2F_MPIEXEC_FLAGS "$Z2F_BIN" "$WORK/w1024" "$WORK/w1024_out$ranks" \
-        --verify --summary-json "$WORK/w1024_$ranks.json" -q) >"$WORK/out.txt" 2>"$WORK/err.txt"
-    RC=$?
-    expect_rc 0
-    peak=$(grep -o '"peak_open_inputs": [0-9]*' "$WORK/w1024_$ranks.json" | grep -o '[0-9]*$')
-    [[ -n "$peak" && $peak -le 100 ]] || fail "peak open inputs $peak at $ranks rank(s)"
-    echo "  $ranks rank(s): at most $peak input files open at once"
+    for mode in convert verify; do
+        flag=()
+        [[ $mode == verify ]] && flag=(--verify)
+        # shellcheck disable=SC2086
+        (ulimit -n 200; exec "$Z2F_MPIEXEC" -n "$ranks" $Z2F_MPIEXEC_FLAGS "$Z2F_BIN" "$WORK/w1024" "$WORK/w1024_out$ranks" \
+            "${flag[@]}" --summary-json "$WORK/w1024_$ranks.json" -q) >"$WORK/out.txt" 2>"$WORK/err.txt"
+        RC=$?
+        expect_rc 0
+        peak=$(grep -o '"peak_open_inputs": [0-9]*' "$WORK/w1024_$ranks.json" | grep -o '[0-9]*$')
+        [[ -n "$peak" && $peak -le 100 ]] || fail "peak open inputs $peak at $ranks rank(s) ($mode)"
+        echo "  $ranks rank(s), $mode: at most $peak input files open at once"
+    done
 done
 
 finish
