@@ -23,6 +23,22 @@ enum class Stage1Frozen : std::uint8_t { kEmit, kSkip };
 // How bf16 tensors are stored in HDF5: uint16 with attribute dtype="bfloat16" (h5py reads it)
 // or a custom 16-bit float type.
 enum class Hdf5Bf16 : std::uint8_t { kUint16, kFloat };
+// The options that shape the output bytes: what a run records in OUT_DIR, and what --verify
+// takes from that record.
+enum class ShapeOption : std::uint8_t {
+    kFormat,
+    kDtype,
+    kMaxShardSize,
+    kCastAllBuffers,
+    kKeepFrozenDtype,
+    kStage1Frozen,
+    kExcludeFrozen,
+    kUntie,
+    kInclude,
+    kExclude,
+    kStripPrefix,
+    kHdf5Bf16,
+};
 
 struct Options {
     std::string tag;  // empty: read CKPT_DIR/latest (or CKPT_DIR is the tag folder)
@@ -50,8 +66,14 @@ struct Options {
     bool overwrite = false;
     bool resume = false;
     bool dry_run = false;
+    // Only reads: compares the outputs OUT_DIR holds with the checkpoint, file by file, and
+    // never creates, renames or removes anything.
     bool verify = false;
     bool space_check = true;
+    // With verify: the output-shaping options the caller chose on purpose. The others are
+    // taken from the run record in OUT_DIR, never from the defaults above; a chosen one that
+    // the record contradicts is a usage error.
+    std::vector<ShapeOption> chosen;
 };
 
 // The name table of an option enum: {value, name} in declaration order.
@@ -86,6 +108,24 @@ struct EnumNames<Hdf5Bf16> {
     static constexpr std::array<std::pair<Hdf5Bf16, std::string_view>, 2> kTable{{
         {Hdf5Bf16::kUint16, "uint16"},
         {Hdf5Bf16::kFloat, "float"},
+    }};
+};
+// The command-line names of the output-shaping options, for messages.
+template <>
+struct EnumNames<ShapeOption> {
+    static constexpr std::array<std::pair<ShapeOption, std::string_view>, 12> kTable{{
+        {ShapeOption::kFormat, "--format"},
+        {ShapeOption::kDtype, "--dtype"},
+        {ShapeOption::kMaxShardSize, "--max-shard-size"},
+        {ShapeOption::kCastAllBuffers, "--cast-all-buffers"},
+        {ShapeOption::kKeepFrozenDtype, "--keep-frozen-dtype"},
+        {ShapeOption::kStage1Frozen, "--stage1-frozen"},
+        {ShapeOption::kExcludeFrozen, "--exclude_frozen_parameters"},
+        {ShapeOption::kUntie, "--untie"},
+        {ShapeOption::kInclude, "--include"},
+        {ShapeOption::kExclude, "--exclude"},
+        {ShapeOption::kStripPrefix, "--strip-prefix"},
+        {ShapeOption::kHdf5Bf16, "--hdf5-bf16"},
     }};
 };
 // The output dtypes --dtype offers, by their option names.

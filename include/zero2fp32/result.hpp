@@ -19,6 +19,23 @@ struct FileReport {
     std::vector<int> ranks;  // the ranks that write it
     bool kept = false;       // complete from an earlier run (--resume), not written again
     bool complete = false;   // on disk under its final name when the run ended
+    // --verify: "intact", "differs", "truncated", "too long" or "missing"; empty when the file
+    // was not verified.
+    std::string check;
+};
+
+// What a run does (or, with --dry-run, would do) with a file already in OUT_DIR that is one of
+// its outputs or looks like one.
+enum class ExistingAction : std::uint8_t {
+    kKeep,     // complete and of this run (--resume): left as it is
+    kRewrite,  // replaced (--overwrite, or --resume when not vouched for)
+    kRemove,   // a stale output of another run, removed (--overwrite)
+    kRefuse,   // the run refuses to start because of it
+};
+
+struct ExistingFile {
+    std::string name;
+    ExistingAction action = ExistingAction::kRefuse;
 };
 
 struct InputReport {
@@ -44,6 +61,20 @@ struct ConversionResult {
     double wall_seconds = 0;
     std::vector<std::pair<std::string, double>> phase_seconds;  // in phase order
     std::vector<std::string> warnings;
+    // The options the run used: the caller's, or with --verify those of OUT_DIR's run record.
+    Options options;
+    std::vector<ExistingFile> existing;  // output-like files found in OUT_DIR (rank 0)
+    std::string refusal;  // --dry-run: why the real run would refuse to start (rank 0)
+};
+
+template <>
+struct EnumNames<ExistingAction> {
+    static constexpr std::array<std::pair<ExistingAction, std::string_view>, 4> kTable{{
+        {ExistingAction::kKeep, "keep"},
+        {ExistingAction::kRewrite, "rewrite"},
+        {ExistingAction::kRemove, "remove"},
+        {ExistingAction::kRefuse, "refuse"},
+    }};
 };
 
 struct RankFailure {

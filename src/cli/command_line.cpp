@@ -5,6 +5,7 @@
 
 #include <boost/program_options.hpp>
 
+#include "common/byte_size.hpp"
 #include "common/errors.hpp"
 #include "output/shard_size.hpp"
 
@@ -23,6 +24,7 @@ Examples:
   zero2fp32-mpi ckpt out --parity --max_shard_size 5GB               # exactly zero_to_fp32's tensors
   zero2fp32-mpi ckpt out --dry-run                                   # show the plan, write nothing
   srun -n 64 zero2fp32-mpi ckpt out --resume                         # finish an interrupted run
+  srun -n 64 zero2fp32-mpi ckpt out --verify                         # check out against ckpt
 
 CKPT_DIR is the folder holding `latest` (or give -t TAG), or a tag folder itself.
 The default output is safetensors; consumers of pytorch_model.bin add --format torch.
@@ -43,26 +45,26 @@ Enum choose(const std::string& option, const std::string& value) {
 }  // namespace
 
 std::uint64_t parse_buffer_size(const std::string& text) {
-    std::uint64_t value = 0;
-    auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
-    std::string unit(end, text.data() + text.size());
-    std::uint64_t scale = 0;
-    if (unit.empty() || unit == "B")
-        scale = 1;
-    else if (unit == "KiB" || unit == "K")
-        scale = 1ULL << 10;
-    else if (unit == "MiB" || unit == "M")
-        scale = 1ULL << 20;
-    else if (unit == "GiB" || unit == "G")
-        scale = 1ULL << 30;
-    if (ec != std::errc() || end == text.data() || scale == 0 || value > (1ULL << 40) / scale) {
-        throw_usage_error("--buffer-size '" + text + "' is not a size like 16MiB, 512KiB or 1GiB");
-    }
-    std::uint64_t bytes = value * scale;
+    std::uint64_t bytes = parse_byte_size(text, "--buffer-size");
     if (bytes < (64ULL << 10) || bytes > (16ULL << 30)) {
-        throw_usage_error("--buffer-size must be between 64KiB and 16GiB (got " + text + ")");
+        throw_usage_error("--buffer-size must be between 64KiB and 16GiB (got '" + text + "')");
     }
     return bytes;
+}
+
+std::string find_summary_path(int argc, const char* const* argv) noexcept {
+    // By hand rather than through program_options: the rest of the line may be what failed to
+    // parse (an unknown option, "--tag=").
+    const std::string_view option = "--summary-json";
+    std::string path;
+    for (int i = 1; i < argc; ++i) {
+        std::string_view arg = argv[i];
+        if (arg == option && i + 1 < argc)
+            path = argv[++i];
+        else if (arg.starts_with(option) && arg.size() > option.size() && arg[option.size()] == '=')
+            path = std::string(arg.substr(option.size() + 1));
+    }
+    return path;
 }
 
 CommandLine parse_command_line(int argc, const char* const* argv) {
@@ -83,11 +85,11 @@ CommandLine parse_command_line(int argc, const char* const* argv) {
         "dtype", po::value<std::string>(),
         "fp32 (default), bf16 or fp16: dtype of every floating tensor")(
         "max-shard-size", po::value<std::string>(),
-        "Hugging Face shard size: 5GB (default), 500MB, 1.5TB, ... "
-        "(decimal units), or none for one file")(
-        "parity", po::bool_switch(),
-        "tensors, dtypes and order exactly as zero_to_fp32.py writes them "
-        "(= --cast-all-buffers --keep-frozen-dtype --stage1-frozen skip)")(
+        "Hugging Face shard size: 5GB (default), 500MB, 1.5TB, 4GiB, ...: kB, MB, GB, TB "
+        "(powers of 1000, as huggingface_hub) or KiB, MiB, GiB, TiB (powers of 1024); none "
+        "for one file")("parity", po::bool_switch(),
+                        "tensors, dtypes and order exactly as zero_to_fp32.py writes them "
+                        "(= --cast-all-buffers --keep-frozen-dtype --stage1-frozen skip)")(
         "cast-all-buffers", po::bool_switch(),
         "cast every buffer to fp32, integer ones too (zero_to_fp32)")(
         "keep-frozen-dtype", po::bool_switch(),
@@ -113,15 +115,15 @@ CommandLine parse_command_line(int argc, const char* const* argv) {
     po::options_description run("Run");
     run.add_options()("io", po::value<std::string>(), "pread (default), mmap or copy_file_range")(
         "buffer-size", po::value<std::string>(),
-        "I/O buffer per rank (default 16MiB); bounds memory use")("overwrite", po::bool_switch(),
-                                                                  "replace existing output files")(
+        "I/O buffer per rank (default 16MiB; same units as --max-shard-size); bounds memory "
+        "use")("overwrite", po::bool_switch(), "replace existing output files")(
         "resume", po::bool_switch(),
         "keep the complete files of an interrupted run, write the rest")(
         "dry-run", po::bool_switch(),
         "print the plan (files, sizes, owner ranks, bytes to read); write nothing")(
         "verify", po::bool_switch(),
-        "re-read the outputs and compare them with the checkpoint; alone on a "
-        "finished output directory, only verify")(
+        "only check: compare every output file in OUT_DIR with the checkpoint, as its run "
+        "record says it was written; never writes")(
         "no-space-check", po::bool_switch(), "do not refuse to start when OUT_DIR looks too small")(
         "summary-json", po::value<std::string>(),
         "write the run summary (or the error) as JSON to this file")(
@@ -172,15 +174,25 @@ CommandLine parse_command_line(int argc, const char* const* argv) {
     ConvertRequest request;
     request.checkpoint_dir = vm["checkpoint_dir"].as<std::string>();
     request.output_dir = vm["output_dir"].as<std::string>();
+    // An empty argument is a shell variable that was never set: never "the current folder".
+    if (request.checkpoint_dir.empty())
+        throw_usage_error("CKPT_DIR is empty");
+    if (request.output_dir.empty())
+        throw_usage_error("OUT_DIR is empty");
     while (request.output_dir.size() > 1 && request.output_dir.back() == '/')
         request.output_dir.pop_back();
     Options& options = request.options;
-    if (vm.count("tag") != 0)
+    if (vm.count("tag") != 0) {
         options.tag = vm["tag"].as<std::string>();
+        if (options.tag.empty())
+            throw_usage_error("-t/--tag is empty (leave it out to read the tag from 'latest')");
+    }
+    std::vector<ShapeOption>& chosen = options.chosen;
 
     bool safe_serialization = vm["safe_serialization"].as<bool>();
     if (vm.count("format") != 0) {
         options.format = choose<OutputFormat>("format", vm["format"].as<std::string>());
+        chosen.push_back(ShapeOption::kFormat);
         if (safe_serialization && options.format != OutputFormat::kSafetensors) {
             throw_usage_error("--safe_serialization asks for safetensors but --format asks for " +
                               vm["format"].as<std::string>());
@@ -188,13 +200,17 @@ CommandLine parse_command_line(int argc, const char* const* argv) {
     }
     if (vm.count("dtype") != 0) {
         options.dtype = choose<DType>("dtype", vm["dtype"].as<std::string>());
+        chosen.push_back(ShapeOption::kDtype);
     }
     if (vm.count("max_shard_size") != 0 && vm.count("max-shard-size") != 0) {
         throw_usage_error("give --max-shard-size or --max_shard_size, not both");
     }
     for (const char* name : {"max-shard-size", "max_shard_size"}) {
-        if (vm.count(name) != 0)
-            options.max_shard_size = output::parse_max_shard_size(vm[name].as<std::string>());
+        if (vm.count(name) != 0) {
+            options.max_shard_size =
+                output::parse_max_shard_size(vm[name].as<std::string>(), std::string("--") + name);
+            chosen.push_back(ShapeOption::kMaxShardSize);
+        }
     }
 
     bool parity = vm["parity"].as<bool>();
@@ -206,25 +222,42 @@ CommandLine parse_command_line(int argc, const char* const* argv) {
         options.stage1_frozen =
             choose<Stage1Frozen>("stage1-frozen", vm["stage1-frozen"].as<std::string>());
     }
+    if (parity || vm["cast-all-buffers"].as<bool>())
+        chosen.push_back(ShapeOption::kCastAllBuffers);
+    if (parity || vm["keep-frozen-dtype"].as<bool>())
+        chosen.push_back(ShapeOption::kKeepFrozenDtype);
+    if (parity || vm.count("stage1-frozen") != 0)
+        chosen.push_back(ShapeOption::kStage1Frozen);
     if (parity && options.dtype != DType::kF32) {
         throw_usage_error(
             "--parity reproduces zero_to_fp32's fp32 output; it cannot be combined with --dtype " +
             vm["dtype"].as<std::string>());
     }
     options.exclude_frozen = vm["exclude_frozen_parameters"].as<bool>();
+    if (options.exclude_frozen)
+        chosen.push_back(ShapeOption::kExcludeFrozen);
     options.untie = vm["untie"].as<bool>();
-    if (vm.count("include") != 0)
+    if (options.untie)
+        chosen.push_back(ShapeOption::kUntie);
+    if (vm.count("include") != 0) {
         options.include = vm["include"].as<std::vector<std::string>>();
-    if (vm.count("exclude") != 0)
+        chosen.push_back(ShapeOption::kInclude);
+    }
+    if (vm.count("exclude") != 0) {
         options.exclude = vm["exclude"].as<std::vector<std::string>>();
-    if (vm.count("strip-prefix") != 0)
+        chosen.push_back(ShapeOption::kExclude);
+    }
+    if (vm.count("strip-prefix") != 0) {
         options.strip_prefixes = vm["strip-prefix"].as<std::vector<std::string>>();
+        chosen.push_back(ShapeOption::kStripPrefix);
+    }
     options.copy_hf_files = !vm["no-copy-hf-files"].as<bool>();
     if (vm.count("hdf5-bf16") != 0) {
         if (options.format != OutputFormat::kHdf5) {
             throw_usage_error("--hdf5-bf16 applies to --format hdf5 only");
         }
         options.hdf5_bf16 = choose<Hdf5Bf16>("hdf5-bf16", vm["hdf5-bf16"].as<std::string>());
+        chosen.push_back(ShapeOption::kHdf5Bf16);
     }
 
     if (vm.count("io") != 0) {

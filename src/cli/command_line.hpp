@@ -35,8 +35,12 @@ using CommandLine = std::variant<ConvertRequest, HelpRequest, VersionRequest>;
 // Throws Error(kUsage) on bad arguments and contradictions.
 CommandLine parse_command_line(int argc, const char* const* argv);
 
-// "16MiB" -> 16777216; KiB, MiB, GiB or plain bytes.
+// "16MiB" -> 16777216: a size as common/byte_size.hpp reads it, 64KiB to 16GiB.
 std::uint64_t parse_buffer_size(const std::string& text);
+
+// The --summary-json path of a command line that may not parse (so that a usage error is
+// reported there too); empty when there is none.
+std::string find_summary_path(int argc, const char* const* argv) noexcept;
 
 }  // namespace z2f::cli
 

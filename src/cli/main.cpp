@@ -1,6 +1,10 @@
 // zero2fp32-mpi: `srun -n N zero2fp32-mpi CKPT_DIR OUT_DIR [options]`. A thin front end over
 // z2f::convert: parse the command line on every rank (identically), convert, and on rank 0
 // print, write the summary, and choose the exit code (README.md, "Exit codes").
+//
+// The summary is written for every outcome, usage errors included, whenever a path was given;
+// when it cannot be written, a run that otherwise succeeded exits 1 (a pipeline that reads it
+// must not find an old one, or none, after exit 0). Every rank exits with the same code.
 #include <cstdio>
 
 #include <mpi.h>
@@ -12,6 +16,7 @@
 #include "cli/summary_json.hpp"
 #include "io/posix_file.hpp"
 #include "io/signals.hpp"
+#include "parallel/communicator.hpp"
 #include "parallel/mpi_start.hpp"
 #include "zero2fp32/mpi.hpp"
 #include "zero2fp32/version.hpp"
@@ -19,16 +24,23 @@
 namespace z2f::cli {
 namespace {
 
-void write_summary(const ConvertRequest& request, const ConversionResult& result,
-                   const ConversionError* error, ExitCode code) {
-    if (request.summary_json.empty())
-        return;
+// False (and said on stderr) when the file cannot be written.
+bool write_summary_file(const std::string& path, const std::string& text) {
     try {
-        io::write_file_atomically(request.summary_json, summary_json(request, result, error, code));
+        io::write_file_atomically(path, text);
+        return true;
     } catch (const Error& failure) {
-        std::fprintf(stderr, "zero2fp32-mpi: warning: cannot write the summary: %s\n",
+        std::fprintf(stderr, "zero2fp32-mpi: error: cannot write the summary: %s\n",
                      failure.what());
+        return false;
     }
+}
+
+// The run's code, or 1 when a successful run cannot leave its summary.
+ExitCode with_summary(const std::string& path, const std::string& text, ExitCode code) {
+    if (path.empty() || write_summary_file(path, text))
+        return code;
+    return code == ExitCode::kOk ? ExitCode::kConversionError : code;
 }
 
 ExitCode run(const ConvertRequest& request, bool root) {
@@ -36,22 +48,22 @@ ExitCode run(const ConvertRequest& request, bool root) {
     try {
         ConversionResult result = convert(request.checkpoint_dir, request.output_dir,
                                           request.options, MPI_COMM_WORLD, &observer);
-        if (root) {
-            if (result.dry_run)
-                print_dry_run(stdout, result);
-            else if (request.verbosity >= 0)
-                print_done(stderr, result);
-            write_summary(request, result, nullptr, ExitCode::kOk);
-        }
-        return ExitCode::kOk;
+        if (!root)
+            return ExitCode::kOk;
+        if (result.dry_run)
+            print_dry_run(stdout, result);
+        else if (request.verbosity >= 0)
+            print_done(stderr, result);
+        return with_summary(request.summary_json,
+                            summary_json(request, result, nullptr, ExitCode::kOk), ExitCode::kOk);
     } catch (const ConversionError& error) {
         ExitCode code = exit_code_for(error.kind());
-        if (root) {
-            if (request.verbosity >= -1)
-                print_failure(stderr, error, true);
-            write_summary(request, error.partial_result(), &error, code);
-        }
-        return code;
+        if (!root)
+            return code;
+        if (request.verbosity >= -1)
+            print_failure(stderr, error, true);
+        return with_summary(request.summary_json,
+                            summary_json(request, error.partial_result(), &error, code), code);
     }
 }
 
@@ -79,12 +91,17 @@ int main(int argc, char** argv) {
         }
     } catch (const z2f::Error& error) {
         // Parsing and option checks are identical on every rank: all of them exit 2, rank 0
-        // says why.
+        // says why (and leaves the summary when the command line names one).
+        code = z2f::cli::exit_code_for(error.kind());
         if (rank == 0) {
             std::fprintf(stderr, "zero2fp32-mpi: %s\nTry 'zero2fp32-mpi --help'.\n", error.what());
+            code = z2f::cli::with_summary(z2f::cli::find_summary_path(argc, argv),
+                                          z2f::cli::error_summary_json(error.what(), code), code);
         }
-        code = z2f::cli::exit_code_for(error.kind());
     }
+    // Rank 0 alone may have failed to write the summary: every rank takes the worst code.
+    code = static_cast<ExitCode>(
+        z2f::parallel::Communicator(MPI_COMM_WORLD).max(static_cast<std::uint64_t>(code)));
     MPI_Finalize();
     return static_cast<int>(code);
 }

@@ -29,6 +29,15 @@ void print_dry_run(std::FILE* out, const ConversionResult& result) {
     }
     if (plan.index)
         std::fprintf(out, "  %s\n", plan.index->c_str());
+    if (!result.existing.empty()) {
+        std::fprintf(out, "already in the output directory (what the run would do):\n");
+        for (const ExistingFile& file : result.existing) {
+            std::fprintf(out, "  %-40s %s\n", file.name.c_str(),
+                         std::string(enum_name(file.action)).c_str());
+        }
+    }
+    if (!result.refusal.empty())
+        std::fprintf(out, "the run would refuse to start: %s\n", result.refusal.c_str());
     std::fprintf(out, "bytes to read per input file:\n");
     for (const InputReport& input : result.inputs) {
         std::fprintf(out, "  %-60s %14llu of %llu\n", input.path.c_str(),

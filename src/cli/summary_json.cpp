@@ -9,7 +9,8 @@ namespace z2f::cli {
 
 std::string summary_json(const ConvertRequest& request, const ConversionResult& result,
                          const ConversionError* error, ExitCode code) {
-    const Options& options = request.options;
+    // The run's own options: with --verify, those of OUT_DIR's run record.
+    const Options& options = result.ranks > 0 ? result.options : request.options;
     nlohmann::ordered_json json;
     json["status"] = code == ExitCode::kOk ? "ok" : "error";
     json["exit_code"] = static_cast<int>(code);
@@ -51,8 +52,13 @@ std::string summary_json(const ConvertRequest& request, const ConversionResult& 
         {"verify", options.verify}};
     json["tensors"] = result.plan.tensors.size();
     nlohmann::ordered_json files = nlohmann::ordered_json::array();
-    for (const FileReport& file : result.files)
-        files.push_back({{"name", file.name}, {"size", file.size}, {"skipped", file.kept}});
+    for (const FileReport& file : result.files) {
+        nlohmann::ordered_json entry = {
+            {"name", file.name}, {"size", file.size}, {"skipped", file.kept}};
+        if (!file.check.empty())
+            entry["check"] = file.check;
+        files.push_back(std::move(entry));
+    }
     json["files"] = files;
     json["index"] = result.plan.index ? nlohmann::ordered_json(*result.plan.index)
                                       : nlohmann::ordered_json(nullptr);
@@ -68,6 +74,17 @@ std::string summary_json(const ConvertRequest& request, const ConversionResult& 
     for (const auto& [name, secs] : result.phase_seconds)
         phases[name] = secs;
     json["phase_seconds"] = phases;
+    return json.dump(2) + "\n";
+}
+
+std::string error_summary_json(const std::string& message, ExitCode code) {
+    nlohmann::ordered_json json;
+    json["status"] = "error";
+    json["exit_code"] = static_cast<int>(code);
+    json["errors"] = nlohmann::ordered_json::array({{{"rank", 0}, {"message", message}}});
+    json["complete_files_on_error"] = nlohmann::ordered_json::array();
+    json["version"] = kVersion;
+    json["files"] = nlohmann::ordered_json::array();
     return json.dump(2) + "\n";
 }
 

@@ -4,7 +4,8 @@
 // {"status": "ok"|"error", "exit_code": N, "errors": [{"rank", "message"}...],
 //  "complete_files_on_error": [...], "version", "checkpoint", "tag", "zero_stage",
 //  "world_size", "ds_version", "ranks", "options": {...}, "tensors", "files": [{"name",
-//  "size", "skipped"}...], "index", "output_bytes", "bytes_read", "bytes_written",
+//  "size", "skipped", "check" (--verify: intact, differs, truncated, too long, missing)}...],
+//  "index", "output_bytes", "bytes_read", "bytes_written",
 //  "wall_seconds", "gb_per_s", "peak_rss_bytes", "peak_open_inputs", "phase_seconds": {...}}
 #pragma once
 
@@ -19,5 +20,9 @@ namespace z2f::cli {
 // `error` is null on success; `result` is the run's (or the error's partial) result.
 std::string summary_json(const ConvertRequest& request, const ConversionResult& result,
                          const ConversionError* error, ExitCode code);
+
+// The summary of a run that ended before a conversion began (a usage error): the status, the
+// code and the message, with the other fields empty.
+std::string error_summary_json(const std::string& message, ExitCode code);
 
 }  // namespace z2f::cli

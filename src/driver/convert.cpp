@@ -1,13 +1,15 @@
 // z2f::convert, phase by phase (docs/architecture.md, "Phases"):
 //
+//   record     (--verify) rank 0 reads OUT_DIR's run record: the options to verify with
 //   discover   rank 0 finds the checkpoint's files; broadcast
 //   metadata   rank r interprets inputs r, r+P, ...; all-gathered; assembled on every rank
 //   plan       every rank computes the same RunPlan: tensors, files, layouts, owners
+//   paths      rank 0 refuses output paths that are usage errors (output_path.hpp)
+//   verify     (--verify) every rank compares the files it would write; nothing is written
 //   prepare    rank 0 inspects and prepares OUT_DIR (nothing is written before this passes)
 //   execute    every rank writes its tasks; failures are announced to all ranks at once
 //   finalize   leads of shared files append their CRC tails
-//   index      rank 0 checks every file, writes the index, copies side files
-//   verify     (--verify) every rank re-reads what it wrote and compares
+//   index      rank 0 checks every file, writes the index, copies side files, keeps the record
 //
 // Each phase runs inside PhaseRunner::run, which captures exceptions and agrees on the outcome,
 // so no exception ever crosses a collective and every rank takes the same road; a failed run
@@ -18,6 +20,7 @@
 #include "driver/execute_phase.hpp"
 #include "driver/finish_phase.hpp"
 #include "driver/metadata_phase.hpp"
+#include "driver/output_path.hpp"
 #include "driver/output_phase.hpp"
 #include "driver/phase_runner.hpp"
 #include "driver/run_report.hpp"
@@ -66,6 +69,13 @@ class Conversion {
 
   private:
     bool run_phases() {
+        facts_.options = &options_;
+        driver::RecordedRun recorded;
+        if (options_.verify) {
+            facts_.verify_only = true;
+            if (!driver::read_run_record(phases_, checkpoint_, output_dir_, options_, recorded))
+                return false;
+        }
         checkpoint::CheckpointFiles files;
         if (!phases_.run("discover", [&] {
                 files = driver::discover_files(phases_.comm(), checkpoint_, options_.tag);
@@ -83,34 +93,42 @@ class Conversion {
         facts_.plan = &*plan_;
         announce_plan();
 
-        driver::OutputPreparation preparation;
-        if (!driver::inspect_output(phases_, *plan_, output_dir_, options_, preparation))
+        if (!phases_.run("paths", [&] {
+                if (phases_.is_root())
+                    driver::check_output_path(
+                        {checkpoint_, plan_->checkpoint.tag_dir, output_dir_, plan_->format});
+            }))
             return false;
-        facts_.verify_only = preparation.verify_only;
+        if (options_.verify) {
+            if (!driver::verify_outputs(phases_, *plan_, output_dir_, options_, recorded,
+                                        facts_.checks))
+                return false;
+            facts_.verified = true;
+            return true;
+        }
+
+        driver::OutputPreparation preparation;
+        bool inspected =
+            driver::inspect_output(phases_, *plan_, output_dir_, options_, preparation);
+        facts_.existing = preparation.decision.existing;
+        facts_.refusal = preparation.decision.refusal;
+        if (!inspected)
+            return false;
         if (options_.dry_run) {
             facts_.dry_run = true;
             return true;
         }
-        if (!preparation.verify_only) {
-            if (!driver::prepare_output(phases_, *plan_, output_dir_, preparation))
-                return false;
-            facts_.executed = true;
-            driver::ExecuteOutcome executed =
-                driver::execute_and_finalize(phases_, *plan_, output_dir_, options_);
-            facts_.peak_open_inputs = executed.peak_open_inputs;
-            facts_.completed = executed.completed;
-            if (!executed.ok)
-                return false;
-            if (!phases_.run("index",
-                             [&] { driver::write_index(phases_, *plan_, output_dir_, options_); }))
-                return false;
-        }
-        if (options_.verify || preparation.verify_only) {
-            if (!driver::verify_outputs(phases_, *plan_, output_dir_, options_))
-                return false;
-            facts_.verified = true;
-        }
-        return true;
+        if (!driver::prepare_output(phases_, *plan_, output_dir_, options_, preparation))
+            return false;
+        facts_.executed = true;
+        driver::ExecuteOutcome executed =
+            driver::execute_and_finalize(phases_, *plan_, output_dir_, options_);
+        facts_.peak_open_inputs = executed.peak_open_inputs;
+        facts_.completed = executed.completed;
+        if (!executed.ok)
+            return false;
+        return phases_.run("index",
+                           [&] { driver::write_index(phases_, *plan_, output_dir_, options_); });
     }
 
     run::RunSettings settings() const {
@@ -135,7 +153,7 @@ class Conversion {
 
     std::string checkpoint_;
     std::string output_dir_;
-    const Options& options_;
+    Options options_;  // --verify replaces the output-shaping ones with OUT_DIR's record
     PhaseRunner phases_;
     std::optional<run::RunPlan> plan_;
     driver::RunFacts facts_;

@@ -130,20 +130,22 @@ void remove_temp_files(const run::RunPlan& plan, const RankTarget& target,
     }
 }
 
-std::vector<std::string> verify_tasks(const run::RunPlan& plan, const RankTarget& target,
-                                      io::InputFiles& inputs, const io::CopyOptions& copy) {
+std::vector<VerifyFinding> verify_tasks(const run::RunPlan& plan, const RankTarget& target,
+                                        io::InputFiles& inputs, const io::CopyOptions& copy) {
     io::CopyOptions options = copy;
     options.compare = true;
     options.backend = copy.backend == IoBackend::kCopyFileRange ? IoBackend::kPread : copy.backend;
     io::ExtentCopier copier(inputs, options);
-    std::vector<std::string> mismatches;
+    std::vector<VerifyFinding> mismatches;
     for (const plan::WriteTask* task : plan.tasks_of(target.rank)) {
         const run::OutputFileRecord& record = plan.files[task->file];
+        if (record.skip)
+            continue;
         const output::OutputFileLayout& layout = record.layout;
         io::File file = io::File::open_read(final_path(target.output_dir, record));
         if (file.size() != layout.size) {
-            mismatches.push_back(layout.name + ": size " + std::to_string(file.size()) +
-                                 ", expected " + std::to_string(layout.size));
+            mismatches.push_back({task->file, "size " + std::to_string(file.size()) +
+                                                  ", expected " + std::to_string(layout.size)});
             continue;
         }
         auto check_regions = [&](const std::vector<output::FixedRegion>& regions,
@@ -152,8 +154,9 @@ std::vector<std::string> verify_tasks(const run::RunPlan& plan, const RankTarget
                 std::vector<std::byte> actual(region.bytes.size());
                 file.read_exact(region.offset, actual);
                 if (actual != region.bytes) {
-                    mismatches.push_back(layout.name + ": " + what + " bytes at offset " +
-                                         std::to_string(region.offset) + " differ");
+                    mismatches.push_back({task->file, std::string(what) + " bytes at offset " +
+                                                          std::to_string(region.offset) +
+                                                          " differ"});
                 }
             }
         };
@@ -164,8 +167,8 @@ std::vector<std::string> verify_tasks(const run::RunPlan& plan, const RankTarget
         io::ExtentCopier::Comparison result = copier.compare(file, copies);
         for (std::size_t i = 0; i < copies.size(); ++i) {
             if (result.mismatched[i]) {
-                mismatches.push_back(layout.name + ": tensor '" + std::string(copies[i].name) +
-                                     "' differs from the checkpoint");
+                mismatches.push_back({task->file, "tensor '" + std::string(copies[i].name) +
+                                                      "' differs from the checkpoint"});
             }
         }
         if (task->lead && !record.is_shared()) {

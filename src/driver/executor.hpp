@@ -49,9 +49,16 @@ void finalize_shared_file(const run::RunPlan& plan, const std::string& output_di
 void remove_temp_files(const run::RunPlan& plan, const RankTarget& target,
                        const ExecuteReport& report) noexcept;
 
+// One difference verify_tasks found: in which file, and what (a tensor, a header range).
+struct VerifyFinding {
+    std::uint32_t file = 0;
+    std::string what;  // "tensor 'x' differs from the checkpoint", "header bytes at ... differ"
+};
+
 // Re-reads this rank's tasks in the final files and compares every byte with what the sources
-// give (fixed regions, converted tensor bytes, CRC tails). Returns one line per mismatch.
-std::vector<std::string> verify_tasks(const run::RunPlan& plan, const RankTarget& target,
-                                      io::InputFiles& inputs, const io::CopyOptions& copy);
+// give (fixed regions, converted tensor bytes, CRC tails); files marked `skip` are left out
+// (the caller found them missing or of the wrong size). Only reads. One finding per mismatch.
+std::vector<VerifyFinding> verify_tasks(const run::RunPlan& plan, const RankTarget& target,
+                                        io::InputFiles& inputs, const io::CopyOptions& copy);
 
 }  // namespace z2f::driver

@@ -2,10 +2,28 @@
 
 #include "checkpoint/discovery.hpp"
 #include "common/errors.hpp"
+#include "driver/output_dir.hpp"
 #include "driver/run_manifest.hpp"
 #include "io/posix_file.hpp"
 
 namespace z2f::driver {
+namespace {
+
+bool same_content(const std::string& path, const std::string& content) {
+    return io::is_regular_file(path) && io::file_size(path) == content.size() &&
+           io::read_small_file(path, content.size()) == content;
+}
+
+// Leaves a file that already holds `content` as it is (same inode, no bytes written), so that
+// --resume of a finished output changes nothing. Returns whether it wrote.
+bool write_unless_same(const std::string& path, const std::string& content) {
+    if (same_content(path, content))
+        return false;
+    io::write_file_atomically(path, content);
+    return true;
+}
+
+}  // namespace
 
 void write_index(const PhaseRunner& phases, const run::RunPlan& plan, const std::string& output_dir,
                  const Options& options) {
@@ -23,24 +41,33 @@ void write_index(const PhaseRunner& phases, const run::RunPlan& plan, const std:
                                " bytes, expected " + std::to_string(file.layout.size));
         }
     }
+    bool changed = false;
     if (plan.index_name) {
-        io::write_file_atomically(output_dir + "/" + *plan.index_name, plan.index_json);
+        changed |= write_unless_same(output_dir + "/" + *plan.index_name, plan.index_json);
     }
     if (options.copy_hf_files) {
         const std::string& source = plan.checkpoint.checkpoint_dir;
         for (const std::string& name : checkpoint::find_hf_side_files(source)) {
             std::string target = output_dir + "/" + name;
+            std::string content = io::read_small_file(source + "/" + name, 256u << 20);
             if (io::path_exists(target) && !options.overwrite && !options.resume) {
-                phases.say(MessageLevel::kWarning,
-                           "not copying " + name + ": already in the output directory");
+                if (!same_content(target, content))
+                    phases.say(MessageLevel::kWarning,
+                               "not copying " + name + ": already in the output directory");
                 continue;
             }
-            io::write_file_atomically(target, io::read_small_file(source + "/" + name, 256u << 20));
-            phases.say(MessageLevel::kVerbose, "copied " + name);
+            if (write_unless_same(target, content)) {
+                changed = true;
+                phases.say(MessageLevel::kVerbose, "copied " + name);
+            }
         }
     }
-    io::remove_file(output_dir + "/" + kManifestName);
-    io::sync_directory(output_dir);
+    // Kept after success: --verify learns from it how the files were written, --resume that
+    // they are complete.
+    changed |= write_unless_same(output_dir + "/" + kManifestName,
+                                 encode_manifest(manifest_of(plan, options, true)));
+    if (changed)
+        io::sync_directory(output_dir);
 }
 
 }  // namespace z2f::driver

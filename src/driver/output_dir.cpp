@@ -7,6 +7,7 @@
 #include "common/crc32.hpp"
 #include "common/errors.hpp"
 #include "io/posix_file.hpp"
+#include "zero2fp32/version.hpp"
 
 namespace z2f::driver {
 namespace {
@@ -79,9 +80,32 @@ bool is_output_like_name(OutputFormat format, const std::string& name) {
         std::string_view(name).substr(stem.size(), name.size() - stem.size() - extension.size()));
 }
 
+RunManifest manifest_of(const run::RunPlan& plan, const Options& options, bool complete) {
+    RunManifest manifest;
+    manifest.complete = complete;
+    manifest.tag_dir = plan.checkpoint.tag_dir;
+    manifest.tag = plan.checkpoint.tag;
+    manifest.shape = options;
+    manifest.run_identity = plan.identity;
+    manifest.index_name = plan.index_name;
+    for (const run::OutputFileRecord& file : plan.files) {
+        manifest.files.push_back(
+            {file.name(), file.layout.size, file.header_length, file.header_crc32});
+    }
+    return manifest;
+}
+
 OutputDirDecision inspect_output_dir(const run::RunPlan& plan, const std::string& dir,
                                      const OutputDirPolicy& policy) {
     OutputDirDecision decision;
+    // What the run would stop with; under report_only the first reason is kept and the
+    // inspection goes on, so that --dry-run can show every file's fate.
+    auto refuse = [&](const std::string& why) {
+        if (!policy.report_only)
+            throw_output_error(why);
+        if (decision.refusal.empty())
+            decision.refusal = why;
+    };
     if (io::path_exists(dir) && !io::is_directory(dir)) {
         throw_output_error("output path '" + dir + "' exists and is not a directory");
     }
@@ -94,9 +118,8 @@ OutputDirDecision inspect_output_dir(const run::RunPlan& plan, const std::string
         existing = slash == std::string::npos ? "." : slash == 0 ? "/" : existing.substr(0, slash);
     }
     if (!io::is_writable_directory(existing)) {
-        throw_output_error("cannot write to '" + existing + "'" +
-                           (existing == dir ? "" : " (to create '" + dir + "')") +
-                           ": permission denied");
+        refuse("cannot write to '" + existing + "'" +
+               (existing == dir ? "" : " (to create '" + dir + "')") + ": permission denied");
     }
 
     std::vector<std::string> present;
@@ -117,25 +140,28 @@ OutputDirDecision inspect_output_dir(const run::RunPlan& plan, const std::string
         if (policy.resume && io::path_exists(dir + "/" + kManifestName)) {
             manifest = decode_manifest(io::read_small_file(dir + "/" + kManifestName, 64u << 20));
         }
+        if (plan.index_name && io::is_regular_file(dir + "/" + *plan.index_name)) {
+            decision.index_current =
+                io::read_small_file(dir + "/" + *plan.index_name, 1u << 30) == plan.index_json;
+        }
     }
     std::sort(present.begin(), present.end());
     std::sort(decision.stale.begin(), decision.stale.end());
 
     if (!decision.stale.empty() && !policy.overwrite) {
-        throw_output_error("'" + dir +
-                           "' holds other outputs that would be mixed with this "
-                           "run's: " +
-                           list(decision.stale) + "; remove them or use --overwrite");
+        refuse("'" + dir + "' holds other outputs that would be mixed with this run's: " +
+               list(decision.stale) + "; remove them or use --overwrite");
     }
-    if (!present.empty() && !policy.overwrite && !policy.resume) {
-        throw_output_error("'" + dir +
-                           "' already holds output files of this run's names: " + list(present) +
-                           "; use --overwrite to replace them or --resume to "
-                           "complete an interrupted run");
+    const bool refused_present = !present.empty() && !policy.overwrite && !policy.resume;
+    if (refused_present) {
+        refuse("'" + dir + "' already holds output files of this run's names: " + list(present) +
+               "; use --overwrite to replace them or --resume to complete an interrupted run");
     }
 
     std::set<std::string> kept;
-    if (policy.resume && manifest && manifest->run_identity == plan.identity) {
+    // Only a record of this version describes the run the way this version's plan does.
+    if (policy.resume && manifest && manifest->version == kVersion &&
+        manifest->run_identity == plan.identity) {
         for (std::uint32_t f = 0; f < plan.files.size(); ++f) {
             const run::OutputFileRecord& file = plan.files[f];
             auto entry = std::find_if(manifest->files.begin(), manifest->files.end(),
@@ -149,9 +175,20 @@ OutputDirDecision inspect_output_dir(const run::RunPlan& plan, const std::string
             }
         }
     }
+    const bool keep_index = policy.resume && decision.index_current;
+    if (keep_index)
+        kept.insert(*plan.index_name);
     for (const std::string& name : present) {
         if (kept.count(name) == 0)
             decision.replaced.push_back(name);
+        ExistingAction action = refused_present         ? ExistingAction::kRefuse
+                                : kept.count(name) != 0 ? ExistingAction::kKeep
+                                                        : ExistingAction::kRewrite;
+        decision.existing.push_back({name, action});
+    }
+    for (const std::string& name : decision.stale) {
+        decision.existing.push_back(
+            {name, policy.overwrite ? ExistingAction::kRemove : ExistingAction::kRefuse});
     }
 
     if (policy.space_check) {
@@ -163,16 +200,19 @@ OutputDirDecision inspect_output_dir(const run::RunPlan& plan, const std::string
         std::uint64_t free = io::free_bytes(existing);
         // Files being replaced free their space only when replaced; do not count on it.
         if (needed > free) {
-            throw_output_error("not enough space in '" + existing + "': the output needs " +
-                               format_byte_size(needed) + ", " + format_byte_size(free) +
-                               " are free (--no-space-check skips this check)");
+            refuse("not enough space in '" + existing + "': the output needs " +
+                   format_byte_size(needed) + ", " + format_byte_size(free) +
+                   " are free (--no-space-check skips this check)");
         }
     }
     return decision;
 }
 
-void prepare_output_dir(const run::RunPlan& plan, const std::string& dir,
+void prepare_output_dir(const run::RunPlan& plan, const std::string& dir, const Options& options,
                         const OutputDirDecision& decision) {
+    // --resume of a finished output: every file is kept, nothing is touched.
+    if (plan.bytes_to_write() == 0 && decision.replaced.empty() && decision.stale.empty())
+        return;
     io::make_directories(dir);
     for (const std::string& name : decision.replaced) {
         io::remove_file(dir + "/" + name);
@@ -183,13 +223,8 @@ void prepare_output_dir(const run::RunPlan& plan, const std::string& dir,
     for (const run::OutputFileRecord& file : plan.files) {
         io::remove_file(temp_path(dir, file.name()));  // left by a killed run
     }
-    RunManifest manifest;
-    manifest.run_identity = plan.identity;
-    for (const run::OutputFileRecord& file : plan.files) {
-        manifest.files.push_back(
-            {file.name(), file.layout.size, file.header_length, file.header_crc32});
-    }
-    io::write_file_atomically(dir + "/" + kManifestName, encode_manifest(manifest));
+    io::write_file_atomically(dir + "/" + kManifestName,
+                              encode_manifest(manifest_of(plan, options, false)));
     io::sync_directory(dir);
 }
 

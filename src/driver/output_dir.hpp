@@ -7,10 +7,13 @@
 //   - other files this format's naming could produce (e.g. the shards of an earlier run with
 //     another shard count): stale outputs that would be mixed in; an error unless --overwrite;
 //   - --resume: files vouched for by the run manifest (same run, same name, size and header)
-//     are skipped; every other existing output file is rewritten;
+//     are kept as they are; every other existing output file is rewritten;
 //   - free space (statvfs) for what remains to be written, unless --no-space-check.
+// With `report_only` (--dry-run) it refuses nothing: the refusal the run would stop with is
+// returned instead, with what the run would do with each existing file.
 // `prepare_output_dir` then creates OUT_DIR, removes what --overwrite replaces and leftover
-// temp files, and writes the run manifest.
+// temp files, and writes the run manifest; when every file is already complete (--resume of a
+// finished output) it writes nothing at all.
 #pragma once
 
 #include <cstdint>
@@ -20,6 +23,7 @@
 
 #include "driver/run_manifest.hpp"
 #include "run/run_plan.hpp"
+#include "zero2fp32/result.hpp"
 
 namespace z2f::driver {
 
@@ -27,6 +31,7 @@ struct OutputDirPolicy {
     bool overwrite = false;
     bool resume = false;
     bool space_check = true;
+    bool report_only = false;  // --dry-run: refuse nothing, say what would happen
 };
 
 struct OutputDirDecision {
@@ -34,13 +39,19 @@ struct OutputDirDecision {
     std::vector<std::string> replaced;    // existing names that --overwrite / --resume rewrites
     std::vector<std::string> stale;       // other output-like names removed under --overwrite
     bool directory_exists = false;
+    bool index_current = false;          // the index on disk is the one this run writes
+    std::vector<ExistingFile> existing;  // every existing output-like file, and its fate
+    std::string refusal;  // report_only: why the run would stop (empty: it would not)
 };
 
 OutputDirDecision inspect_output_dir(const run::RunPlan& plan, const std::string& output_dir,
                                      const OutputDirPolicy& policy);
 // After inspect_output_dir; `plan` has the decision applied (complete files skipped).
 void prepare_output_dir(const run::RunPlan& plan, const std::string& output_dir,
-                        const OutputDirDecision& decision);
+                        const Options& options, const OutputDirDecision& decision);
+
+// The run manifest of `plan` (state "writing" or "complete").
+RunManifest manifest_of(const run::RunPlan& plan, const Options& options, bool complete);
 
 // The temporary name a file is written under until it is complete.
 std::string temp_path(const std::string& output_dir, const std::string& name);

@@ -1,10 +1,11 @@
 // The prepare phases, collective; nothing is written before they pass.
 //
 //   inspect   rank 0 looks at OUT_DIR (output_dir.hpp): conflicts, stale shards, the resume
-//             manifest, free space; or finds a finished output that --verify alone only checks.
-//             The decision (which files are complete, verify only) is broadcast and applied to
-//             the plan on every rank.
+//             manifest, free space. The decision (which files are complete) is broadcast and
+//             applied to the plan on every rank. Under --dry-run nothing is refused: the
+//             decision says what the run would do with each existing file.
 //   prepare   rank 0 creates OUT_DIR, removes what --overwrite replaces, writes the manifest.
+// (--verify never comes here: it only reads, verify_phase.hpp.)
 #pragma once
 
 #include <string>
@@ -16,7 +17,6 @@
 namespace z2f::driver {
 
 struct OutputPreparation {
-    bool verify_only = false;    // every rank
     OutputDirDecision decision;  // rank 0 only
 };
 
@@ -24,6 +24,6 @@ bool inspect_output(PhaseRunner& phases, run::RunPlan& plan, const std::string& 
                     const Options& options, OutputPreparation& preparation);
 
 bool prepare_output(PhaseRunner& phases, const run::RunPlan& plan, const std::string& output_dir,
-                    const OutputPreparation& preparation);
+                    const Options& options, const OutputPreparation& preparation);
 
 }  // namespace z2f::driver

@@ -5,12 +5,74 @@
 #include "zero2fp32/version.hpp"
 
 namespace z2f::driver {
+namespace {
+
+// A well-formed JSON value that is not one this tool writes.
+struct NotARecord {};
+
+template <typename Enum>
+Enum from_json_name(const nlohmann::json& value) {
+    std::optional<Enum> parsed = enum_from_name<Enum>(value.get<std::string>());
+    if (!parsed)
+        throw NotARecord{};
+    return *parsed;
+}
+
+nlohmann::ordered_json shape_json(const Options& o) {
+    nlohmann::ordered_json json;
+    json["format"] = enum_name(o.format);
+    json["dtype"] = enum_name(o.dtype);
+    json["max_shard_size"] = o.max_shard_size ? nlohmann::ordered_json(*o.max_shard_size)
+                                              : nlohmann::ordered_json("none");
+    json["cast_all_buffers"] = o.cast_all_buffers;
+    json["keep_frozen_dtype"] = o.keep_frozen_dtype;
+    json["stage1_frozen"] = enum_name(o.stage1_frozen);
+    json["exclude_frozen"] = o.exclude_frozen;
+    json["untie"] = o.untie;
+    json["include"] = o.include;
+    json["exclude"] = o.exclude;
+    json["strip_prefix"] = o.strip_prefixes;
+    json["hdf5_bf16"] = enum_name(o.hdf5_bf16);
+    return json;
+}
+
+Options shape_from_json(const nlohmann::json& json) {
+    Options o;
+    o.format = from_json_name<OutputFormat>(json.at("format"));
+    o.dtype = from_json_name<DType>(json.at("dtype"));
+    const nlohmann::json& shard = json.at("max_shard_size");
+    if (shard.is_string()) {
+        if (shard.get<std::string>() != "none")
+            throw NotARecord{};
+        o.max_shard_size.reset();
+    } else {
+        o.max_shard_size = shard.get<std::uint64_t>();
+    }
+    o.cast_all_buffers = json.at("cast_all_buffers").get<bool>();
+    o.keep_frozen_dtype = json.at("keep_frozen_dtype").get<bool>();
+    o.stage1_frozen = from_json_name<Stage1Frozen>(json.at("stage1_frozen"));
+    o.exclude_frozen = json.at("exclude_frozen").get<bool>();
+    o.untie = json.at("untie").get<bool>();
+    o.include = json.at("include").get<std::vector<std::string>>();
+    o.exclude = json.at("exclude").get<std::vector<std::string>>();
+    o.strip_prefixes = json.at("strip_prefix").get<std::vector<std::string>>();
+    o.hdf5_bf16 = from_json_name<Hdf5Bf16>(json.at("hdf5_bf16"));
+    return o;
+}
+
+}  // namespace
 
 std::string encode_manifest(const RunManifest& manifest) {
     nlohmann::ordered_json json;
     json["tool"] = "zero2fp32-mpi";
     json["version"] = kVersion;
+    json["state"] = manifest.complete ? "complete" : "writing";
+    json["checkpoint"] = manifest.tag_dir;
+    json["tag"] = manifest.tag;
+    json["options"] = shape_json(manifest.shape);
     json["run"] = manifest.run_identity;
+    json["index"] = manifest.index_name ? nlohmann::ordered_json(*manifest.index_name)
+                                        : nlohmann::ordered_json(nullptr);
     nlohmann::ordered_json files = nlohmann::ordered_json::array();
     for (const ManifestFile& file : manifest.files) {
         files.push_back({{"name", file.name},
@@ -25,11 +87,20 @@ std::string encode_manifest(const RunManifest& manifest) {
 std::optional<RunManifest> decode_manifest(const std::string& text) {
     try {
         nlohmann::json json = nlohmann::json::parse(text);
-        if (json.at("tool") != "zero2fp32-mpi" || json.at("version") != kVersion) {
+        if (json.at("tool") != "zero2fp32-mpi")
             return std::nullopt;
-        }
         RunManifest manifest;
+        manifest.version = json.at("version").get<std::string>();
+        const std::string state = json.at("state").get<std::string>();
+        if (state != "writing" && state != "complete")
+            return std::nullopt;
+        manifest.complete = state == "complete";
+        manifest.tag_dir = json.at("checkpoint").get<std::string>();
+        manifest.tag = json.at("tag").get<std::string>();
+        manifest.shape = shape_from_json(json.at("options"));
         manifest.run_identity = json.at("run").get<std::string>();
+        if (!json.at("index").is_null())
+            manifest.index_name = json.at("index").get<std::string>();
         for (const auto& file : json.at("files")) {
             manifest.files.push_back({file.at("name").get<std::string>(),
                                       file.at("size").get<std::uint64_t>(),
@@ -38,6 +109,8 @@ std::optional<RunManifest> decode_manifest(const std::string& text) {
         }
         return manifest;
     } catch (const nlohmann::json::exception&) {
+        return std::nullopt;
+    } catch (const NotARecord&) {
         return std::nullopt;
     }
 }

@@ -34,6 +34,10 @@ ConversionResult build_result(const PhaseRunner& phases, const RunFacts& facts) 
     result.verified = facts.verified;
     result.wall_seconds = phases.elapsed_seconds();
     result.phase_seconds = phases.phase_seconds();
+    if (facts.options != nullptr)
+        result.options = *facts.options;
+    result.existing = facts.existing;
+    result.refusal = facts.refusal;
     if (facts.plan == nullptr)
         return result;
 
@@ -49,10 +53,13 @@ ConversionResult build_result(const PhaseRunner& phases, const RunFacts& facts) 
         file.size = record.layout.size;
         for (std::uint32_t t = record.first_task; t < record.first_task + record.task_count; ++t)
             file.ranks.push_back(static_cast<int>(plan.tasks[t].rank));
-        file.kept = record.skip;
-        file.complete = failed ? record.skip || std::binary_search(facts.completed.begin(),
-                                                                   facts.completed.end(), f)
-                               : !facts.dry_run;
+        file.kept = record.skip && !facts.verify_only;  // --verify's skips are files not compared
+        if (f < facts.checks.size())
+            file.check = facts.checks[f];
+        file.complete = facts.verify_only ? file.check == "intact"
+                        : failed          ? file.kept || std::binary_search(facts.completed.begin(),
+                                                                            facts.completed.end(), f)
+                                          : !facts.dry_run;
         result.files.push_back(std::move(file));
     }
     std::vector<std::uint64_t> reads = plan.bytes_to_read();

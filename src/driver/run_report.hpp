@@ -11,6 +11,7 @@
 namespace z2f::driver {
 
 struct RunFacts {
+    const Options* options = nullptr;      // as the run used them
     const run::RunPlan* plan = nullptr;    // null when the run failed before planning
     std::vector<std::uint32_t> completed;  // files complete after a failure
     bool dry_run = false;
@@ -18,6 +19,10 @@ struct RunFacts {
     bool verify_only = false;
     bool verified = false;
     std::uint64_t peak_open_inputs = 0;  // this rank's
+    // Rank 0 only:
+    std::vector<std::string> checks;     // --verify, per planned file (FileReport::check)
+    std::vector<ExistingFile> existing;  // OUT_DIR's output-like files and their fate
+    std::string refusal;                 // --dry-run: why the real run would refuse
 };
 
 // Collective (sums and maxima over ranks): every rank calls it, in success and failure alike.

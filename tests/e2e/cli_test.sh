@@ -8,14 +8,49 @@ run_mpi 2
 expect_rc 2
 expect_stderr "CKPT_DIR and OUT_DIR are required"
 [[ $(grep -c "zero2fp32-mpi:" "$WORK/err.txt") -eq 1 ]] || fail "error printed more than once"
-for bad in "--format torch --safe_serialization" "--dtype fp8" "--buffer-size 1" "--max-shard-size 5GiB" \
-           "--overwrite --resume" "--parity --dtype bf16" "--io aio" "--hdf5-bf16 float" "--nonsense"; do
+for bad in "--format torch --safe_serialization" "--dtype fp8" "--buffer-size 1" "--max-shard-size 5GiX" \
+           "--max-shard-size 0" "--buffer-size 16M" "--overwrite --resume" "--parity --dtype bf16" "--io aio" \
+           "--hdf5-bf16 float" "--nonsense" "--tag="; do
     # shellcheck disable=SC2086
     run_single "$Z2F_FIXTURES/z2_ws1_fp32" "$WORK/never" $bad
     expect_rc 2
     expect_stderr "Try 'zero2fp32-mpi --help'"
 done
 expect_no_file "$WORK/never"
+
+case_start "empty CKPT_DIR, OUT_DIR or tag: usage errors"
+for args in "'' $WORK/never" "$Z2F_FIXTURES/z2_ws1_fp32 ''" "$Z2F_FIXTURES/z2_ws1_fp32 $WORK/never -t ''"; do
+    eval "run_single $args"
+    expect_rc 2
+done
+expect_stderr "tag is empty"
+expect_no_file "$WORK/never"
+
+case_start "size options take decimal and binary units; errors quote the text"
+run_single "$Z2F_FIXTURES/z3_ws4_fp32" "$WORK/units" --max-shard-size 4KiB --buffer-size 1MB -q
+expect_rc 0
+[[ $(ls "$WORK/units" | grep -c 'of-00003') -eq 3 ]] || fail "4KiB shards: $(ls "$WORK/units")"
+for bad in 5GiX abc 1e99; do
+    run_single "$Z2F_FIXTURES/z3_ws4_fp32" "$WORK/never" --max-shard-size "$bad"
+    expect_rc 2
+    expect_stderr "'$bad'"
+done
+run_single --help
+grep -q "KiB, MiB, GiB, TiB" "$WORK/out.txt" || fail "--help does not list the binary units"
+
+case_start "a Hugging Face model folder as CKPT_DIR: not a DeepSpeed checkpoint"
+mkdir -p "$WORK/hfmodel"
+echo '{}' >"$WORK/hfmodel/config.json"
+echo x >"$WORK/hfmodel/model.safetensors"
+run_single "$WORK/hfmodel" "$WORK/never"
+expect_rc 2
+expect_stderr "not a DeepSpeed checkpoint: looked for a 'latest' file"
+expect_stderr "Hugging Face model (config.json, model.safetensors)"
+
+case_start "--strip-prefix that matches nothing: a warning naming it"
+run_single "$Z2F_FIXTURES/z2_ws1_fp32" "$WORK/strip" --strip-prefix _orig_mod.
+expect_rc 0
+expect_stderr "warning: --strip-prefix '_orig_mod.' matches no tensor name"
 
 case_start "--help and --version"
 run_single --help
@@ -46,6 +81,23 @@ expect_rc 0
 run_mpi 2 "$Z2F_FIXTURES/z2_ws2_fp32" "$WORK/ex" -q
 expect_rc 1
 expect_stderr "already holds output files"
+
+case_start "--dry-run into an existing OUT_DIR: the plan and each file's fate, nothing written"
+listing=$(ls -la --time-style=full-iso "$WORK/ex")
+for flags in "" "--resume" "--overwrite" "--max-shard-size 1KB --overwrite"; do
+    # shellcheck disable=SC2086
+    run_mpi 2 "$Z2F_FIXTURES/z2_ws2_fp32" "$WORK/ex" --dry-run $flags
+    expect_rc 0
+    grep -q "bytes to read per input file" "$WORK/out.txt" || fail "dry run $flags: no plan"
+    case "$flags" in
+        "") grep -q "model.safetensors  *refuse" "$WORK/out.txt" || fail "dry run: no refuse"
+            grep -q "would refuse to start: .*already holds" "$WORK/out.txt" || fail "dry run: no reason" ;;
+        --resume) grep -q "model.safetensors  *keep" "$WORK/out.txt" || fail "dry run --resume: no keep" ;;
+        --overwrite) grep -q "model.safetensors  *rewrite" "$WORK/out.txt" || fail "dry run --overwrite: no rewrite" ;;
+        *) grep -q "model.safetensors  *remove" "$WORK/out.txt" || fail "dry run, other shards: no remove" ;;
+    esac
+done
+[[ "$(ls -la --time-style=full-iso "$WORK/ex")" == "$listing" ]] || fail "--dry-run changed OUT_DIR"
 run_mpi 2 "$Z2F_FIXTURES/z2_ws2_fp32" "$WORK/ex" -q --overwrite
 expect_rc 0
 
@@ -61,6 +113,8 @@ expect_rc 0
 [[ $(ls "$WORK/stale" | grep -c 'of-00003') -eq 3 ]] || fail "the 3 new shards are missing"
 
 case_start "--verify passes, then catches one corrupted byte"
+run_mpi 2 "$Z2F_FIXTURES/z3_ws2_tied_fp32" "$WORK/ver" -q
+expect_rc 0
 run_mpi 2 "$Z2F_FIXTURES/z3_ws2_tied_fp32" "$WORK/ver" --verify
 expect_rc 0
 expect_stderr "every output byte matches"

@@ -1,6 +1,7 @@
 // End-to-end conversions of the bundled real checkpoints under MPI. CTest runs this binary with
 // mpiexec -n 1, 2, 3, 4 (and as a singleton); every test is collective, rank 0 checks. Outputs
 // stay under $Z2F_MPI_OUTPUT_DIR so that a later test can compare them across rank counts.
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 #include <functional>
@@ -341,20 +342,57 @@ TEST(MpiConversion, VerifyWithABufferNotAWholeNumberOfElements) {
     // --verify splits the buffer in three; 1000 / 3 bytes once left a tail no float fits in,
     // and the compare loop spun forever on zero-element chunks.
     for (DType dtype : {DType::kF32, DType::kBF16}) {
-        std::string out = output_dir("odd_buffer/" + std::string(dtype_name(dtype)));
-        auto odd = [&](Options& o) {
-            o.dtype = dtype;
-            o.buffer_size = 1000;
-            o.verify = true;
-        };
-        ASSERT_EQ(convert("z2_ws2_frozen_bf16", out, odd), ExitCode::kOk);
-        ASSERT_EQ(convert("z3_ws4_fp32", out,
-                          [&](Options& o) {
-                              odd(o);
-                              o.overwrite = true;
-                          }),
-                  ExitCode::kOk);
+        for (const char* fixture : {"z2_ws2_frozen_bf16", "z3_ws4_fp32"}) {
+            std::string out =
+                output_dir("odd_buffer/" + std::string(dtype_name(dtype)) + "/" + fixture);
+            ASSERT_EQ(convert(fixture, out, [&](Options& o) { o.dtype = dtype; }), ExitCode::kOk);
+            // The options come from OUT_DIR's run record: the defaults here do not matter.
+            ASSERT_EQ(convert(fixture, out,
+                              [&](Options& o) {
+                                  o.buffer_size = 1000;
+                                  o.verify = true;
+                              }),
+                      ExitCode::kOk);
+        }
     }
+}
+
+TEST(MpiConversion, VerifyOnlyReadsAndResumeOfAFinishedOutputKeepsEveryFile) {
+    std::string out = output_dir("verify_resume");
+    auto sharded = [](Options& o) {
+        o.dtype = DType::kBF16;
+        o.max_shard_size = 4'000;
+    };
+    ASSERT_EQ(convert("z3_ws4_fp32", out, sharded), ExitCode::kOk);
+    auto listing = [&] {
+        std::vector<std::string> entries;
+        for (const auto& entry : fs::directory_iterator(out)) {
+            entries.push_back(
+                entry.path().filename().string() + " " +
+                std::to_string(fs::file_size(entry.path())) + " " +
+                std::to_string(fs::last_write_time(entry.path()).time_since_epoch().count()));
+        }
+        std::sort(entries.begin(), entries.end());
+        return entries;
+    };
+    MPI_Barrier(MPI_COMM_WORLD);
+    auto before = listing();
+    ASSERT_EQ(convert("z3_ws4_fp32", out, [](Options& o) { o.verify = true; }), ExitCode::kOk);
+    // A chosen option that contradicts the record is a usage error.
+    ASSERT_EQ(convert("z3_ws4_fp32", out,
+                      [](Options& o) {
+                          o.verify = true;
+                          o.chosen = {ShapeOption::kDtype};
+                      }),
+              ExitCode::kUsage);
+    ASSERT_EQ(convert("z3_ws4_fp32", out,
+                      [&](Options& o) {
+                          sharded(o);
+                          o.resume = true;
+                      }),
+              ExitCode::kOk);
+    MPI_Barrier(MPI_COMM_WORLD);
+    EXPECT_EQ(listing(), before);
 }
 
 }  // namespace

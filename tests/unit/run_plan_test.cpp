@@ -161,6 +161,8 @@ TEST(RunPlan, OptionsAreCheckedBeforeAnything) {
     EXPECT_TRUE(usage([](Options& o) { o.buffer_size = 16; }));
     EXPECT_TRUE(usage([](Options& o) { o.overwrite = o.resume = true; }));
     EXPECT_TRUE(usage([](Options& o) { o.dry_run = o.verify = true; }));
+    EXPECT_TRUE(usage([](Options& o) { o.verify = o.overwrite = true; }));
+    EXPECT_TRUE(usage([](Options& o) { o.verify = o.resume = true; }));
     EXPECT_FALSE(usage([](Options&) {}));
 }
 

@@ -1,0 +1,108 @@
+#include "driver/output_path.hpp"
+
+#include <vector>
+
+#include "common/errors.hpp"
+#include "io/posix_file.hpp"
+
+namespace z2f::driver {
+namespace {
+
+std::vector<std::string> components(const std::string& path) {
+    std::vector<std::string> parts;
+    std::size_t begin = 0;
+    while (begin <= path.size()) {
+        std::size_t end = path.find('/', begin);
+        if (end == std::string::npos)
+            end = path.size();
+        if (end > begin)
+            parts.push_back(path.substr(begin, end - begin));
+        begin = end + 1;
+    }
+    return parts;
+}
+
+std::string parent_of(const std::string& absolute) {
+    auto slash = absolute.find_last_of('/');
+    return slash == 0 || slash == std::string::npos ? "/" : absolute.substr(0, slash);
+}
+
+std::string child_of(const std::string& dir, const std::string& name) {
+    return dir == "/" ? "/" + name : dir + "/" + name;
+}
+
+bool is_within(const std::string& path, const std::string& dir) {
+    return path == dir || dir == "/" || path.starts_with(dir + "/");
+}
+
+bool has_file_extension(const std::string& path) {
+    auto slash = path.find_last_of('/');
+    std::string name = slash == std::string::npos ? path : path.substr(slash + 1);
+    for (const char* extension : {".bin", ".safetensors", ".pt", ".pth", ".h5"}) {
+        if (name.size() > std::string(extension).size() && name.ends_with(extension))
+            return true;
+    }
+    return false;
+}
+
+}  // namespace
+
+std::string resolve_path(const std::string& path) {
+    std::string resolved = path.starts_with("/") ? "/" : io::absolute_path(".");
+    bool existing = true;
+    for (const std::string& part : components(path)) {
+        if (part == ".")
+            continue;
+        if (part == "..") {
+            // Within the existing part realpath has already resolved the links, so the parent
+            // of the text is the real parent; beyond it nothing exists to resolve.
+            resolved = parent_of(resolved);
+            continue;
+        }
+        std::string next = child_of(resolved, part);
+        if (existing && io::path_exists(next)) {
+            try {
+                resolved = io::absolute_path(next);
+                continue;
+            } catch (const Error&) {
+                // A dangling symbolic link: take the rest as written.
+            }
+        }
+        existing = false;
+        resolved = next;
+    }
+    return resolved;
+}
+
+void check_output_path(const OutputPaths& paths) {
+    const std::string& out = paths.output_dir;
+    if (out.empty())
+        throw_usage_error("OUT_DIR is empty");
+    if (io::path_exists(out) && !io::is_directory(out)) {
+        throw_usage_error("OUT_DIR '" + out +
+                          "' exists and is not a directory: OUT_DIR is the folder the output "
+                          "files go into (it is created if missing)");
+    }
+    if (!io::path_exists(out) && has_file_extension(out)) {
+        throw_usage_error("OUT_DIR '" + out +
+                          "' looks like a file name, but OUT_DIR is a folder: the outputs go "
+                          "into it as model.safetensors (or pytorch_model.bin with --format "
+                          "torch), sharded with an index when large; give the folder, e.g. '" +
+                          parent_of(resolve_path(out)) + "/model'");
+    }
+    const std::string resolved = resolve_path(out);
+    const std::string checkpoint = resolve_path(paths.checkpoint_dir);
+    const std::string tag_dir = resolve_path(paths.tag_dir);
+    for (const std::string& folder : {checkpoint, tag_dir}) {
+        if (is_within(resolved, folder)) {
+            throw_usage_error(
+                "OUT_DIR '" + out + "' is " +
+                (resolved == folder ? std::string("the checkpoint folder")
+                                    : "inside the checkpoint folder") +
+                " '" + folder +
+                "': the outputs would be mixed into the checkpoint; give a folder outside it");
+        }
+    }
+}
+
+}  // namespace z2f::driver
