@@ -79,7 +79,13 @@ die() {
 }
 
 t0=$SECONDS
-"$here/start-cluster.sh" "$state" >/dev/null
+started=0
+"$here/start-cluster.sh" "$state" >/dev/null || started=$?
+if [[ $started -eq 77 ]]; then
+    echo "SKIP: this machine cannot run slurmd (see above)"
+    exit 77
+fi
+[[ $started -eq 0 ]] || die "the cluster did not start"
 # shellcheck source=/dev/null
 . "$state/env.sh"
 echo "cluster up after $((SECONDS - t0)) s: $(sinfo -h -N -o '%N %T cpus=%c')"
