@@ -75,7 +75,7 @@ Hdf5Dataset read_hdf5_dataset(const std::string& path, const std::string& name) 
 std::vector<std::string> list_tree(const std::string& root) {
     std::vector<std::string> out;
     for (const auto& entry : fs::recursive_directory_iterator(root)) {
-        if (entry.is_regular_file())
+        if (entry.is_regular_file() && entry.path().filename() != ".zero2fp32-run.json")
             out.push_back(fs::relative(entry.path(), root).string());
     }
     std::sort(out.begin(), out.end());

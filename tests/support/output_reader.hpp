@@ -28,7 +28,8 @@ struct Hdf5Dataset {
 };
 Hdf5Dataset read_hdf5_dataset(const std::string& path, const std::string& name);
 
-// Regular files of a directory tree, relative names, sorted.
+// Regular files of a directory tree, relative names, sorted; the run record a conversion leaves
+// beside its outputs (.zero2fp32-run.json, which references never have) is left out.
 std::vector<std::string> list_tree(const std::string& root);
 
 // Empty when both trees hold the same files with the same bytes; else what differs.
