@@ -159,6 +159,18 @@ OutputDirDecision inspect_output_dir(const run::RunPlan& plan, const std::string
     }
 
     std::set<std::string> kept;
+    if (policy.resume && !present.empty()) {
+        if (!manifest) {
+            decision.resume_note = "no run record in '" + dir + "': no existing file is trusted";
+        } else if (manifest->version != kVersion) {
+            decision.resume_note = "the run record in '" + dir + "' is of zero2fp32-mpi " +
+                                   manifest->version + ": no existing file is trusted";
+        } else if (manifest->run_identity != plan.identity) {
+            decision.resume_note = "the run record in '" + dir +
+                                   "' describes another run (another checkpoint, input sizes or "
+                                   "output options): no existing file is trusted";
+        }
+    }
     // Only a record of this version describes the run the way this version's plan does.
     if (policy.resume && manifest && manifest->version == kVersion &&
         manifest->run_identity == plan.identity) {

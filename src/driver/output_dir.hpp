@@ -41,7 +41,8 @@ struct OutputDirDecision {
     bool directory_exists = false;
     bool index_current = false;          // the index on disk is the one this run writes
     std::vector<ExistingFile> existing;  // every existing output-like file, and its fate
-    std::string refusal;  // report_only: why the run would stop (empty: it would not)
+    std::string refusal;      // report_only: why the run would stop (empty: it would not)
+    std::string resume_note;  // --resume: why the run record vouches for nothing (empty: it does)
 };
 
 OutputDirDecision inspect_output_dir(const run::RunPlan& plan, const std::string& output_dir,

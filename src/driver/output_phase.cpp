@@ -23,6 +23,8 @@ bool inspect_output(PhaseRunner& phases, run::RunPlan& plan, const std::string& 
                                OutputDirPolicy{options.overwrite, options.resume,
                                                options.space_check, options.dry_run});
         const OutputDirDecision& decision = preparation.decision;
+        if (!decision.resume_note.empty())
+            phases.say(MessageLevel::kWarning, "resume: " + decision.resume_note);
         for (std::uint32_t f : decision.complete)
             phases.say(MessageLevel::kInfo,
                        "resume: " + plan.files[f].name() + " is complete, skipped");
