@@ -2,9 +2,9 @@
 //
 //   record     (--verify) rank 0 reads OUT_DIR's run record: the options to verify with
 //   discover   rank 0 finds the checkpoint's files; broadcast
+//   paths      rank 0 refuses output paths that are usage errors (output_path.hpp)
 //   metadata   rank r interprets inputs r, r+P, ...; all-gathered; assembled on every rank
 //   plan       every rank computes the same RunPlan: tensors, files, layouts, owners
-//   paths      rank 0 refuses output paths that are usage errors (output_path.hpp)
 //   verify     (--verify) every rank compares the files it would write; nothing is written
 //   prepare    rank 0 inspects and prepares OUT_DIR (nothing is written before this passes)
 //   execute    every rank writes its tasks; failures are announced to all ranks at once
@@ -85,6 +85,13 @@ class Conversion {
                     "checkpoint: " + files.tag_dir + " (" +
                         std::to_string(files.optim_files.size()) + " optimizer files, " +
                         std::to_string(files.model_files.size()) + " model files)");
+        // As soon as the tag folder is known, before the metadata is read.
+        if (!phases_.run("paths", [&] {
+                if (phases_.is_root())
+                    driver::check_output_path(
+                        {checkpoint_, files.tag_dir, output_dir_, options_.format});
+            }))
+            return false;
         checkpoint::CheckpointMeta meta;
         if (!phases_.run("metadata", [&] { meta = driver::read_metadata(phases_.comm(), files); }))
             return false;
@@ -93,12 +100,6 @@ class Conversion {
         facts_.plan = &*plan_;
         announce_plan();
 
-        if (!phases_.run("paths", [&] {
-                if (phases_.is_root())
-                    driver::check_output_path(
-                        {checkpoint_, plan_->checkpoint.tag_dir, output_dir_, plan_->format});
-            }))
-            return false;
         if (options_.verify) {
             if (!driver::verify_outputs(phases_, *plan_, output_dir_, options_, recorded,
                                         facts_.checks))
