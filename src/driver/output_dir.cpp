@@ -68,6 +68,10 @@ bool is_output_like_name(OutputFormat format, const std::string& name) {
             stem = "model";
             extension = ".h5";
             break;
+        case OutputFormat::kUniversal:
+            // Its files lie in its own folder, where every unplanned file is another run's
+            // (unplanned_files_in_output_folder); nothing in OUT_DIR itself is.
+            return false;
     }
     if (name == stem + extension + ".index.json" || name == stem + extension) {
         return true;
