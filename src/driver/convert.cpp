@@ -19,6 +19,7 @@
 #include "driver/finish_phase.hpp"
 #include "driver/metadata_phase.hpp"
 #include "driver/output_phase.hpp"
+#include "driver/output_placement.hpp"
 #include "driver/phase_runner.hpp"
 #include "driver/run_report.hpp"
 #include "driver/verify_phase.hpp"
@@ -42,7 +43,7 @@ std::string plan_summary(const run::RunPlan& plan) {
     std::uint64_t data = 0;
     for (const run::OutputFileRecord& file : plan.files)
         data += file.data_bytes;
-    return std::to_string(plan.tensors.tensors.size()) + " tensors, " +
+    return std::to_string(plan.tensors.tensors.size() - plan.copied_pieces) + " tensors, " +
            std::to_string(plan.files.size()) + " " + std::string(enum_name(plan.format)) +
            " file(s), " + format_byte_size(data) + " on " + std::to_string(plan.ranks) + " rank(s)";
 }
@@ -68,7 +69,9 @@ class Conversion {
     bool run_phases() {
         checkpoint::CheckpointFiles files;
         if (!phases_.run("discover", [&] {
-                files = driver::discover_files(phases_.comm(), checkpoint_, options_.tag);
+                files =
+                    driver::discover_files(phases_.comm(), checkpoint_, options_.tag,
+                                           checkpoint::DiscoveryOptions{options_.from_universal});
             }))
             return false;
         phases_.say(MessageLevel::kVerbose,
@@ -82,6 +85,14 @@ class Conversion {
             return false;
         facts_.plan = &*plan_;
         announce_plan();
+        // The one placement a universal checkpoint may take that no other output may: beside
+        // the original (output_placement.hpp).
+        if (options_.format == OutputFormat::kUniversal && !phases_.run("prepare", [&] {
+                if (phases_.is_root())
+                    driver::check_output_placement(output_dir_, checkpoint_, files,
+                                                   options_.format);
+            }))
+            return false;
 
         driver::OutputPreparation preparation;
         if (!driver::inspect_output(phases_, *plan_, output_dir_, options_, preparation))

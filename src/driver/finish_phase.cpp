@@ -2,6 +2,7 @@
 
 #include "checkpoint/discovery.hpp"
 #include "common/errors.hpp"
+#include "driver/output_folder.hpp"
 #include "driver/run_manifest.hpp"
 #include "io/posix_file.hpp"
 
@@ -23,10 +24,15 @@ void write_index(const PhaseRunner& phases, const run::RunPlan& plan, const std:
                                " bytes, expected " + std::to_string(file.layout.size));
         }
     }
+    // The renames into the folders are durable before the index names them (children first).
+    const std::vector<std::string> folders = output_subfolders(plan);
+    for (auto folder = folders.rbegin(); folder != folders.rend(); ++folder)
+        io::sync_directory(output_dir + "/" + *folder);
     if (plan.index_name) {
         io::write_file_atomically(output_dir + "/" + *plan.index_name, plan.index_json);
     }
-    if (options.copy_hf_files) {
+    // Universal output is a training checkpoint, not a model folder for from_pretrained.
+    if (options.copy_hf_files && plan.format != OutputFormat::kUniversal) {
         const std::string& source = plan.checkpoint.checkpoint_dir;
         for (const std::string& name : checkpoint::find_hf_side_files(source)) {
             std::string target = output_dir + "/" + name;
@@ -39,7 +45,7 @@ void write_index(const PhaseRunner& phases, const run::RunPlan& plan, const std:
             phases.say(MessageLevel::kVerbose, "copied " + name);
         }
     }
-    io::remove_file(output_dir + "/" + kManifestName);
+    io::remove_file(manifest_path(plan, output_dir));
     io::sync_directory(output_dir);
 }
 

@@ -6,6 +6,7 @@
 #include "common/byte_size.hpp"
 #include "common/crc32.hpp"
 #include "common/errors.hpp"
+#include "driver/output_folder.hpp"
 #include "io/posix_file.hpp"
 
 namespace z2f::driver {
@@ -107,19 +108,26 @@ OutputDirDecision inspect_output_dir(const run::RunPlan& plan, const std::string
     std::set<std::string> planned;
     for (const run::OutputFileRecord& file : plan.files)
         planned.insert(file.name());
-    if (plan.index_name)
+    // latest_universal is a pointer that moves on, as DeepSpeed's `latest` does: replaced (in
+    // one rename) once the new folder is complete, never a conflict, never removed before.
+    if (plan.index_name && plan.format != OutputFormat::kUniversal)
         planned.insert(*plan.index_name);
     std::optional<RunManifest> manifest;
     if (decision.directory_exists) {
-        for (const std::string& name : io::list_directory(dir)) {
-            if (planned.count(name) != 0) {
+        // By name: planned files may lie in folders of OUT_DIR.
+        for (const std::string& name : planned) {
+            if (io::path_exists(dir + "/" + name))
                 present.push_back(name);
-            } else if (is_output_like_name(plan.format, name)) {
-                decision.stale.push_back(name);
-            }
         }
-        if (policy.resume && io::path_exists(dir + "/" + kManifestName)) {
-            manifest = decode_manifest(io::read_small_file(dir + "/" + kManifestName, 64u << 20));
+        for (const std::string& name : io::list_directory(dir)) {
+            if (planned.count(name) == 0 && is_output_like_name(plan.format, name))
+                decision.stale.push_back(name);
+        }
+        for (std::string& name : unplanned_files_in_output_folder(plan, dir))
+            decision.stale.push_back(std::move(name));
+        const std::string manifest_file = manifest_path(plan, dir);
+        if (policy.resume && io::path_exists(manifest_file)) {
+            manifest = decode_manifest(io::read_small_file(manifest_file, 64u << 20));
         }
     }
     std::sort(present.begin(), present.end());
@@ -178,6 +186,9 @@ OutputDirDecision inspect_output_dir(const run::RunPlan& plan, const std::string
 void prepare_output_dir(const run::RunPlan& plan, const std::string& dir,
                         const OutputDirDecision& decision) {
     io::make_directories(dir);
+    const std::vector<std::string> folders = output_subfolders(plan);
+    for (const std::string& folder : folders)
+        io::make_directories(dir + "/" + folder);
     for (const std::string& name : decision.replaced) {
         io::remove_file(dir + "/" + name);
     }
@@ -193,7 +204,9 @@ void prepare_output_dir(const run::RunPlan& plan, const std::string& dir,
         manifest.files.push_back(
             {file.name(), file.layout.size, file.header_length, file.header_crc32});
     }
-    io::write_file_atomically(dir + "/" + kManifestName, encode_manifest(manifest));
+    io::write_file_atomically(manifest_path(plan, dir), encode_manifest(manifest));
+    if (!plan.output_folder.empty())
+        io::sync_directory(dir + "/" + plan.output_folder);  // the manifest's folder
     io::sync_directory(dir);
 }
 
