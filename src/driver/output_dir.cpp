@@ -186,15 +186,15 @@ OutputDirDecision inspect_output_dir(const run::RunPlan& plan, const std::string
 void prepare_output_dir(const run::RunPlan& plan, const std::string& dir,
                         const OutputDirDecision& decision) {
     io::make_directories(dir);
-    const std::vector<std::string> folders = output_subfolders(plan);
-    for (const std::string& folder : folders)
-        io::make_directories(dir + "/" + folder);
     for (const std::string& name : decision.replaced) {
         io::remove_file(dir + "/" + name);
     }
     for (const std::string& name : decision.stale) {
         io::remove_file(dir + "/" + name);
     }
+    // After the removals: a stale file may stand where a folder of this run goes.
+    for (const std::string& folder : output_subfolders(plan))
+        io::make_directories(dir + "/" + folder);
     for (const run::OutputFileRecord& file : plan.files) {
         io::remove_file(temp_path(dir, file.name()));  // left by a killed run
     }

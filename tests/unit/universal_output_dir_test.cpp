@@ -195,6 +195,18 @@ TEST(UniversalOutputDir, OtherFilesOfTheUniversalFolderAreStaleAndNothingElse) {
               std::string("global_step1_universal").size());
 }
 
+TEST(UniversalOutputDir, AStaleFileWhereAFolderGoesIsReplacedByTheFolder) {
+    testing::TempDir dir;
+    run::RunPlan plan = universal_plan(testing::fixture_path("z2_ws2_fp32"));
+    fs::create_directories(dir.file("global_step2_universal/zero"));
+    testing::write_text_file(dir.file("global_step2_universal/zero/fc1.bias"), "x");
+    OutputDirDecision decision =
+        inspect_output_dir(plan, dir.path(), OutputDirPolicy{true, false, true});
+    EXPECT_EQ(decision.stale, (std::vector<std::string>{"global_step2_universal/zero/fc1.bias"}));
+    prepare_output_dir(plan, dir.path(), decision);
+    EXPECT_TRUE(fs::is_directory(dir.file("global_step2_universal/zero/fc1.bias")));
+}
+
 TEST(UniversalOutputDir, FilesOfThisRunAreConflictsUnlessOverwriteOrResume) {
     testing::TempDir dir;
     run::RunPlan plan = universal_plan(testing::fixture_path("z3_ws2_tied_fp32"));
