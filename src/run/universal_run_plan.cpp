@@ -198,8 +198,8 @@ void plan_universal_run(const checkpoint::CheckpointMeta& meta, const RunSetting
         ++record.task_count;
     }
     run.notes.push_back("universal checkpoint: " + std::to_string(universal.params.size()) +
-                        " parameters, " + std::to_string(run.files.size() + 1) + " files under " +
-                        run.output_folder + "/ and " + *run.index_name);
+                        " parameters, " + std::to_string(run.files.size()) + " files under " +
+                        run.output_folder + "/, then " + *run.index_name);
 }
 
 }  // namespace z2f::run
