@@ -9,6 +9,13 @@ time, with the page cache in the same state before every run and the contenders 
   z2f       zero2fp32-mpi at each rank count x I/O backend x output dtype
   external  optionally any command, e.g. DeepSpeed's zero_to_fp32.py
 
+and, with --universal-ranks, for the models with Adam moments (201m), in rounds of their own:
+
+  dd        dd oflag=direct conv=fsync of as many bytes as the universal checkpoint has: the
+            device's write limit for that output
+  universal zero2fp32-mpi --format universal at each of those rank counts; then (unless
+            --no-universal-identity) the output at 1-4 ranks, hashed, must be the same bytes
+
 and report the median wall time, GB/s, the ratio to the copy limit, the peak RSS (the tool's own
 max VmHWM over ranks; wait4 for the others) and the bytes read (the tool's own counter) against
 the bytes a conversion must read. Then the metadata phase of a 405B-shaped W=512 checkpoint (moments
@@ -56,7 +63,7 @@ MIB = 1 << 20
 @dataclass
 class Run:
     model: str
-    contender: str  # copy, z2f, external
+    contender: str  # copy, z2f, external, dd, universal
     ranks: int = 0
     io: str = ""
     dtype: str = ""
@@ -70,6 +77,10 @@ class Run:
     def label(self) -> str:
         if self.contender == "z2f":
             return f"zero2fp32-mpi -n {self.ranks} --io {self.io} --dtype {self.dtype}"
+        if self.contender == "universal":
+            return f"zero2fp32-mpi -n {self.ranks} --io {self.io} --format universal"
+        if self.contender == "dd":
+            return "dd oflag=direct (same bytes)"
         return self.contender
 
 
@@ -256,6 +267,69 @@ class Bench:
             shutil.rmtree(copy_source, ignore_errors=True)
         return runs, info
 
+    def bench_universal(self, model: str) -> tuple[list[Run], dict]:
+        """The universal checkpoint against the device's write limit for the same bytes."""
+        checkpoint = self.checkpoint(model)
+        inputs = files_under(tag_dir(checkpoint))
+        out = self.work / "out-universal"
+        dd_file = self.work / "dd-direct.bin"
+        summary = self.work / "summary.json"
+
+        def universal_argv(ranks: int, target: Path) -> list[str]:
+            argv = self.launch(ranks, [str(self.z2f), str(checkpoint), str(target), "--format",
+                                       "universal", "--io", "pread", "--summary-json",
+                                       str(summary), "--progress", "never", "-q",
+                                       *self.args.z2f_option])
+            # The identity check runs up to 4 ranks, more than a small machine has cores.
+            if (ranks > (os.cpu_count() or 1) and Path(argv[0]).name == "mpiexec"
+                    and "--oversubscribe" not in argv):
+                argv.insert(1, "--oversubscribe")
+            return argv
+
+        shutil.rmtree(out, ignore_errors=True)
+        run_checked(universal_argv(1, out), env=self.env)
+        output_bytes = sum(p.stat().st_size for p in files_under(out))
+        info = {"model": model, "universal_output_bytes": output_bytes,
+                "universal_files": len(files_under(out))}
+        log(f"{model}: universal checkpoint of {output_bytes / 1e9:.3f} GB in "
+            f"{info['universal_files']} files")
+        block = 16 * MIB
+        count = -(-output_bytes // block)
+        runs = [Run(model, "dd", output_bytes=count * block)]
+        runs += [Run(model, "universal", ranks, "pread") for ranks in self.args.universal_ranks]
+        for repeat in range(self.args.repeat):
+            log(f"{model} universal: round {repeat + 1} of {self.args.repeat}")
+            for run in runs:
+                shutil.rmtree(out, ignore_errors=True)
+                dd_file.unlink(missing_ok=True)
+                settle(inputs, self.args.cold)
+                if run.contender == "dd":
+                    wall, rss = timed(["dd", "if=/dev/zero", f"of={dd_file}", f"bs={block}",
+                                       f"count={count}", "oflag=direct", "conv=fsync",
+                                       "status=none"])
+                else:
+                    summary.unlink(missing_ok=True)
+                    wall, rss = timed(universal_argv(run.ranks, out), env=self.env)
+                    report = json.loads(summary.read_text())
+                    rss = report["peak_rss_bytes"]
+                    run.tool_walls.append(report["wall_seconds"])
+                    run.bytes_read.append(report["bytes_read"])
+                    run.output_bytes = report["output_bytes"]
+                run.walls.append(wall)
+                run.rss.append(rss)
+                log(f"  {run.label}: {wall:.3f} s")
+        dd_file.unlink(missing_ok=True)
+        if not self.args.no_universal_identity:
+            digests = {}
+            for ranks in (1, 2, 3, 4):
+                shutil.rmtree(out, ignore_errors=True)
+                run_checked(universal_argv(ranks, out), env=self.env)
+                digests[ranks] = tree_digest(out)
+            info["identical_at_1_to_4_ranks"] = len(set(digests.values())) == 1
+            log(f"{model} universal: same bytes at 1-4 ranks: {info['identical_at_1_to_4_ranks']}")
+        shutil.rmtree(out, ignore_errors=True)
+        return runs, info
+
     def bench_metadata(self) -> list[dict]:
         path = self.work / "ckpt-405b-w512"
         stamp = path / ".synth-args"
@@ -289,13 +363,28 @@ class Bench:
         return rows
 
 
+def tree_digest(root: Path) -> str:
+    """SHA-256 over every file's relative name and bytes, in name order."""
+    import hashlib
+    digest = hashlib.sha256()
+    for path in files_under(root):
+        digest.update(str(path.relative_to(root)).encode() + b"\0")
+        with open(path, "rb") as f:
+            while chunk := f.read(16 * MIB):
+                digest.update(chunk)
+    return digest.hexdigest()
+
+
 def median(values: list[float]) -> float:
     return statistics.median(values) if values else float("nan")
 
 
 def write_results(bench: Bench, all_runs: list[Run], infos: list[dict], metadata: list[dict],
-                  started: str) -> list[str]:
+                  started: str, universal_runs: list[Run] | None = None,
+                  universal_infos: list[dict] | None = None) -> list[str]:
     results = bench.results
+    universal_runs = universal_runs or []
+    universal_infos = universal_infos or []
     info_by_model = {i["model"]: i for i in infos}
     copy_wall = {r.model: median(r.walls) for r in all_runs if r.contender == "copy"}
 
@@ -322,10 +411,17 @@ def write_results(bench: Bench, all_runs: list[Run], infos: list[dict], metadata
                               if run.bytes_read else ""),
             "runs": len(run.walls),
         })
-    with open(results / "results.csv", "w", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=list(rows[0].keys()))
-        writer.writeheader()
-        writer.writerows(rows)
+    if rows:
+        with open(results / "results.csv", "w", newline="") as f:
+            writer = csv.DictWriter(f, fieldnames=list(rows[0].keys()))
+            writer.writeheader()
+            writer.writerows(rows)
+    universal_rows = universal_table(universal_runs, universal_infos)
+    if universal_rows:
+        with open(results / "universal.csv", "w", newline="") as f:
+            writer = csv.DictWriter(f, fieldnames=list(universal_rows[0].keys()))
+            writer.writeheader()
+            writer.writerows(universal_rows)
 
     def fmt(value, spec):
         return format(value, spec) if isinstance(value, (int, float)) and value != "" else "—"
@@ -342,12 +438,29 @@ def write_results(bench: Bench, all_runs: list[Run], infos: list[dict], metadata
         lines.append(f"- **{info['model']}**: `zero2fp32-synth {info['synth']}` — "
                      f"{info['input_bytes'] / 1e9:.2f} GB of checkpoint, "
                      f"{info['fp32_output_bytes'] / 1e9:.3f} GB of fp32 output")
-    lines += ["", "| model | contender | wall s | GB/s | × copy | peak RSS MiB | read ÷ needed |",
-              "| --- | --- | ---: | ---: | ---: | ---: | ---: |"]
+    if rows:
+        lines += ["", "| model | contender | wall s | GB/s | × copy | peak RSS MiB | read ÷ needed |",
+                  "| --- | --- | ---: | ---: | ---: | ---: | ---: |"]
     for row in rows:
         lines.append(f"| {row['model']} | {row['contender']} | {row['wall_s']:.3f} | "
                      f"{row['gb_per_s']:.2f} | {fmt(row['x_copy'], '.2f')} | "
                      f"{row['peak_rss_mib']:.0f} | {fmt(row['read_x_needed'], '.3f')} |")
+    if universal_rows:
+        lines += ["", "Universal checkpoints (`--format universal`), in rounds of their own against "
+                  "`dd if=/dev/zero oflag=direct conv=fsync` of as many bytes (16 MiB blocks), "
+                  "inputs warm before every run; medians, then every sample in round order:", ""]
+        for info in universal_infos:
+            same = info.get("identical_at_1_to_4_ranks")
+            lines.append(f"- **{info['model']}**: {info['universal_output_bytes'] / 1e9:.3f} GB "
+                         f"in {info['universal_files']} files"
+                         + ("" if same is None else
+                            f"; identical bytes at 1-4 ranks: {'yes' if same else 'NO'}"))
+        lines += ["", "| model | contender | wall s | GB/s | × dd | peak RSS MiB | samples s |",
+                  "| --- | --- | ---: | ---: | ---: | ---: | --- |"]
+        for row in universal_rows:
+            lines.append(f"| {row['model']} | {row['contender']} | {row['wall_s']:.3f} | "
+                         f"{row['gb_per_s']:.2f} | {row['x_dd']:.2f} | "
+                         f"{fmt(row['peak_rss_mib'], '.0f')} | {row['samples_s']} |")
     if metadata:
         lines += ["", "Metadata of a 405B-shaped ZeRO-3 checkpoint, W = 512 optimizer files "
                   "(`zero2fp32-synth " + shlex.join(METADATA_MODEL) + "`), `--dry-run`:", "",
@@ -357,11 +470,52 @@ def write_results(bench: Bench, all_runs: list[Run], infos: list[dict], metadata
             lines.append(f"| {m['ranks']} | {m['discover']:.3f} | {m['metadata']:.3f} | "
                          f"{m['plan']:.3f} | {m['wall']:.3f} | {m['rss'] / MIB:.0f} |")
 
-    checks = target_checks(rows, metadata)
+    checks = target_checks(rows, metadata) + universal_checks(universal_rows, universal_infos)
     lines += ["", "Targets:", ""] + [f"- {c}" for c in checks]
     (results / "results.md").write_text("\n".join(lines) + "\n")
-    plot(results / "plot.png", rows)
+    if rows:
+        plot(results / "plot.png", rows)
     return lines
+
+
+def universal_table(runs: list[Run], infos: list[dict]) -> list[dict]:
+    dd_wall = {r.model: median(r.walls) for r in runs if r.contender == "dd"}
+    rows = []
+    for run in runs:
+        wall = median(run.walls)
+        rows.append({
+            "model": run.model,
+            "contender": run.label,
+            "ranks": run.ranks or "",
+            "wall_s": wall,
+            "gb_per_s": run.output_bytes / wall / 1e9,
+            "x_dd": wall / dd_wall[run.model],
+            # dd's own RSS is its buffer, not comparable: only the tool's is reported.
+            "peak_rss_mib": max(run.rss) / MIB if run.contender == "universal" else "",
+            "output_gb": run.output_bytes / 1e9,
+            "bytes_read_gb": max(run.bytes_read) / 1e9 if run.bytes_read else "",
+            "samples_s": " ".join(f"{w:.3f}" for w in run.walls),
+        })
+    return rows
+
+
+def universal_checks(rows: list[dict], infos: list[dict]) -> list[str]:
+    checks = []
+    for row in rows:
+        if row["contender"].startswith("zero2") and row["ranks"] == 1:
+            verdict = "PASS" if row["x_dd"] <= 1.2 else "MISS"
+            checks.append(f"{verdict} {row['model']} universal at 1 rank: {row['x_dd']:.2f} × dd "
+                          f"oflag=direct of the same bytes (target ≤ 1.2)")
+    tool = [r for r in rows if r["contender"].startswith("zero2")]
+    if tool:
+        worst = max(r["peak_rss_mib"] for r in tool)
+        verdict = "PASS" if worst <= 64 else "MISS"
+        checks.append(f"{verdict} universal peak RSS per rank at most {worst:.0f} MiB (target ≤ 64)")
+    for info in infos:
+        if "identical_at_1_to_4_ranks" in info:
+            verdict = "PASS" if info["identical_at_1_to_4_ranks"] else "MISS"
+            checks.append(f"{verdict} {info['model']} universal output identical at 1-4 ranks")
+    return checks
 
 
 def meminfo_gib() -> float:
@@ -474,6 +628,13 @@ def main() -> None:
                         help="start 1 rank through the launcher too (default: a singleton)")
     parser.add_argument("--synth-ranks", type=int, default=1, help="ranks writing checkpoints")
     parser.add_argument("--no-metadata", action="store_true", help="skip the 405B W=512 step")
+    parser.add_argument("--universal-ranks", default="",
+                        help="rank counts of --format universal runs against dd oflag=direct, "
+                             "for the models with moments (e.g. 1,2; default: none)")
+    parser.add_argument("--no-universal-identity", action="store_true",
+                        help="skip the universal output's 1-4 rank identity check")
+    parser.add_argument("--skip-hf", action="store_true",
+                        help="no Hugging Face rounds (copy, conversions): universal ones only")
     parser.add_argument("--z2f-option", action="append", default=[],
                         help="extra zero2fp32-mpi option (repeatable)")
     parser.add_argument("--build", default=str(REPO / "build" / "release"))
@@ -487,6 +648,7 @@ def main() -> None:
         if model not in MODELS:
             parser.error(f"unknown model {model!r}; known: {', '.join(MODELS)}")
     args.ranks = [int(n) for n in args.ranks.split(",")]
+    args.universal_ranks = [int(n) for n in args.universal_ranks.split(",") if n]
     args.io = args.io.split(",")
     args.dtype = args.dtype.split(",")
     if args.cold and os.geteuid() != 0:
@@ -495,14 +657,22 @@ def main() -> None:
     bench = Bench(args)
     started = datetime.datetime.now().strftime("%Y-%m-%d %H:%M")
     all_runs, infos = [], []
+    universal_runs, universal_infos = [], []
     for model in args.models:
-        runs, info = bench.bench_model(model)
-        all_runs += runs
-        infos.append(info)
+        if not args.skip_hf:
+            runs, info = bench.bench_model(model)
+            all_runs += runs
+            infos.append(info)
+        # Universal output needs the Adam moments.
+        if args.universal_ranks and "--no-moments" not in MODELS[model]:
+            runs, info = bench.bench_universal(model)
+            universal_runs += runs
+            universal_infos.append(info)
     # Written now and again after the metadata step: a failure there keeps the model results.
-    lines = write_results(bench, all_runs, infos, [], started)
+    lines = write_results(bench, all_runs, infos, [], started, universal_runs, universal_infos)
     if not args.no_metadata:
-        lines = write_results(bench, all_runs, infos, bench.bench_metadata(), started)
+        lines = write_results(bench, all_runs, infos, bench.bench_metadata(), started,
+                              universal_runs, universal_infos)
     print("\n".join(lines))
     log(f"wrote {bench.results}/results.md, results.csv, plot.png")
 

@@ -15,7 +15,10 @@
 
 namespace z2f {
 
-enum class OutputFormat : std::uint8_t { kSafetensors, kTorch, kHdf5 };
+// kUniversal: DeepSpeed's universal checkpoint (docs/universal-checkpoint.md), every trainable
+// parameter's fp32 master and Adam moments in files of their own, to resume training at another
+// scale; the other three are Hugging Face formats.
+enum class OutputFormat : std::uint8_t { kSafetensors, kTorch, kHdf5, kUniversal };
 enum class IoBackend : std::uint8_t { kPread, kMmap, kCopyFileRange };
 // ZeRO-1 frozen parameters exist only in the model file: emit them from there, or skip them as
 // zero_to_fp32 does.
@@ -42,8 +45,14 @@ enum class ShapeOption : std::uint8_t {
 
 struct Options {
     std::string tag;  // empty: read CKPT_DIR/latest (or CKPT_DIR is the tag folder)
+    // Follow CKPT_DIR/latest_universal even when CKPT_DIR/latest exists (a folder holding both a
+    // checkpoint and its universal conversion); `tag` "<tag>_universal" does the same.
+    bool from_universal = false;
 
     OutputFormat format = OutputFormat::kSafetensors;
+    // Hugging Face formats only. Universal output is float32 and one file per tensor by
+    // definition: another dtype, and the tensor-selecting options below, are usage errors with
+    // it; max_shard_size is not used.
     DType dtype = DType::kF32;  // of every floating tensor: kF32, kBF16 or kF16
     std::optional<std::uint64_t> max_shard_size = std::uint64_t{5'000'000'000};  // none: one file
 
@@ -57,7 +66,7 @@ struct Options {
     std::vector<std::string> include;  // ECMAScript regexes searched in the names
     std::vector<std::string> exclude;
     std::vector<std::string> strip_prefixes;
-    bool copy_hf_files = true;
+    bool copy_hf_files = true;  // universal output never copies them (not part of the format)
     Hdf5Bf16 hdf5_bf16 = Hdf5Bf16::kUint16;
 
     IoBackend io = IoBackend::kPread;
@@ -82,10 +91,11 @@ struct EnumNames;
 
 template <>
 struct EnumNames<OutputFormat> {
-    static constexpr std::array<std::pair<OutputFormat, std::string_view>, 3> kTable{{
+    static constexpr std::array<std::pair<OutputFormat, std::string_view>, 4> kTable{{
         {OutputFormat::kSafetensors, "safetensors"},
         {OutputFormat::kTorch, "torch"},
         {OutputFormat::kHdf5, "hdf5"},
+        {OutputFormat::kUniversal, "universal"},
     }};
 };
 template <>

@@ -25,9 +25,15 @@ Examples:
   zero2fp32-mpi ckpt out --dry-run                                   # show the plan, write nothing
   srun -n 64 zero2fp32-mpi ckpt out --resume                         # finish an interrupted run
   srun -n 64 zero2fp32-mpi ckpt out --verify                         # check out against ckpt
+  srun -n 64 zero2fp32-mpi ckpt ckpt --format universal              # universal checkpoint in ckpt
+  zero2fp32-mpi ckpt out --from-universal                            # HF weights of latest_universal
 
-CKPT_DIR is the folder holding `latest` (or give -t TAG), or a tag folder itself.
+CKPT_DIR is the folder holding `latest` (or give -t TAG), or a tag folder itself; a universal
+checkpoint (latest_universal, -t TAG_universal) converts like any other.
 The default output is safetensors; consumers of pytorch_model.bin add --format torch.
+--format universal writes OUT_DIR/TAG_universal/ and OUT_DIR/latest_universal; OUT_DIR may be
+the folder holding `latest` (nothing else there is touched). Resume training from it with
+"checkpoint": {"load_universal": true} in the DeepSpeed config.
 
 Exit codes: 0 success, 1 conversion error (bad checkpoint, I/O error, verification mismatch),
 2 usage error, 3 interrupted (SIGTERM/SIGINT).
@@ -81,7 +87,11 @@ CommandLine parse_command_line(int argc, const char* const* argv) {
 
     po::options_description output("Output");
     output.add_options()("format", po::value<std::string>(),
-                         "safetensors (default), torch (pytorch_model*.bin) or hdf5 (model*.h5)")(
+                         "safetensors (default), torch (pytorch_model*.bin), hdf5 (model*.h5) or "
+                         "universal (DeepSpeed's universal checkpoint: fp32 masters and Adam "
+                         "moments per parameter, to resume training at another scale)")(
+        "from-universal", po::bool_switch(),
+        "convert CKPT_DIR/latest_universal even where CKPT_DIR/latest exists")(
         "dtype", po::value<std::string>(),
         "fp32 (default), bf16 or fp16: dtype of every floating tensor")(
         "max-shard-size", po::value<std::string>(),
@@ -187,6 +197,7 @@ CommandLine parse_command_line(int argc, const char* const* argv) {
         if (options.tag.empty())
             throw_usage_error("-t/--tag is empty (leave it out to read the tag from 'latest')");
     }
+    options.from_universal = vm["from-universal"].as<bool>();
     std::vector<ShapeOption>& chosen = options.chosen;
 
     bool safe_serialization = vm["safe_serialization"].as<bool>();
@@ -206,11 +217,15 @@ CommandLine parse_command_line(int argc, const char* const* argv) {
         throw_usage_error("give --max-shard-size or --max_shard_size, not both");
     }
     for (const char* name : {"max-shard-size", "max_shard_size"}) {
-        if (vm.count(name) != 0) {
-            options.max_shard_size =
-                output::parse_max_shard_size(vm[name].as<std::string>(), std::string("--") + name);
-            chosen.push_back(ShapeOption::kMaxShardSize);
+        if (vm.count(name) == 0)
+            continue;
+        if (options.format == OutputFormat::kUniversal) {
+            throw_usage_error(std::string("--") + name +
+                              " does not apply to --format universal (one file per tensor)");
         }
+        options.max_shard_size =
+            output::parse_max_shard_size(vm[name].as<std::string>(), std::string("--") + name);
+        chosen.push_back(ShapeOption::kMaxShardSize);
     }
 
     bool parity = vm["parity"].as<bool>();

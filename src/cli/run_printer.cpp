@@ -1,6 +1,8 @@
 #include "cli/run_printer.hpp"
 
+#include <algorithm>
 #include <string>
+#include <vector>
 
 #include "common/byte_size.hpp"
 
@@ -18,14 +20,51 @@ void print_dry_run(std::FILE* out, const ConversionResult& result) {
                 ++tensors_in[f];
         }
     }
-    for (std::size_t f = 0; f < result.files.size(); ++f) {
+    // Neighbours in one folder with the same owners and state share a line (a universal
+    // checkpoint's parameter folder: fp32, exp_avg, exp_avg_sq, step), so that thousands of
+    // parameters stay one line each.
+    struct Line {
+        std::string name;
+        std::uint64_t size = 0;
+        std::size_t tensors = 0;
+        std::string owners;
+        bool kept = false;
+    };
+    std::vector<Line> lines;
+    std::size_t width = 40;
+    for (std::size_t f = 0; f < result.files.size();) {
         const FileReport& file = result.files[f];
+        const std::size_t slash = file.name.find_last_of('/');
+        const std::string folder = slash == std::string::npos ? "" : file.name.substr(0, slash);
+        std::size_t end = f + 1;
+        while (!folder.empty() && end < result.files.size() &&
+               result.files[end].name.compare(0, folder.size() + 1, folder + "/") == 0 &&
+               result.files[end].name.find('/', folder.size() + 1) == std::string::npos &&
+               result.files[end].ranks == file.ranks && result.files[end].kept == file.kept) {
+            ++end;
+        }
+        std::string name = file.name;
+        std::uint64_t size = 0;
+        std::size_t tensors = 0;
+        std::string members;
+        for (std::size_t g = f; g < end; ++g) {
+            size += result.files[g].size;
+            tensors += tensors_in[g];
+            members += (g == f ? "" : ",") + result.files[g].name.substr(folder.size() + 1);
+        }
+        if (end - f > 1)
+            name = folder + "/{" + members + "}";
         std::string owners;
         for (int rank : file.ranks)
             owners += (owners.empty() ? "" : ",") + std::to_string(rank);
-        std::fprintf(out, "  %-40s %14llu bytes  %4zu tensors  rank %s%s\n", file.name.c_str(),
-                     static_cast<unsigned long long>(file.size), tensors_in[f], owners.c_str(),
-                     file.kept ? "  (complete, skipped)" : "");
+        width = std::max(width, std::min<std::size_t>(name.size(), 100));
+        lines.push_back({std::move(name), size, tensors, std::move(owners), file.kept});
+        f = end;
+    }
+    for (const Line& line : lines) {
+        std::fprintf(out, "  %-*s %14llu bytes  %4zu tensors  rank %s%s\n", static_cast<int>(width),
+                     line.name.c_str(), static_cast<unsigned long long>(line.size), line.tensors,
+                     line.owners.c_str(), line.kept ? "  (complete, skipped)" : "");
     }
     if (plan.index)
         std::fprintf(out, "  %s\n", plan.index->c_str());

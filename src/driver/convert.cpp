@@ -45,7 +45,7 @@ std::string plan_summary(const run::RunPlan& plan) {
     std::uint64_t data = 0;
     for (const run::OutputFileRecord& file : plan.files)
         data += file.data_bytes;
-    return std::to_string(plan.tensors.tensors.size()) + " tensors, " +
+    return std::to_string(plan.tensors.tensors.size() - plan.copied_pieces) + " tensors, " +
            std::to_string(plan.files.size()) + " " + std::string(enum_name(plan.format)) +
            " file(s), " + format_byte_size(data) + " on " + std::to_string(plan.ranks) + " rank(s)";
 }
@@ -78,7 +78,9 @@ class Conversion {
         }
         checkpoint::CheckpointFiles files;
         if (!phases_.run("discover", [&] {
-                files = driver::discover_files(phases_.comm(), checkpoint_, options_.tag);
+                files =
+                    driver::discover_files(phases_.comm(), checkpoint_, options_.tag,
+                                           checkpoint::DiscoveryOptions{options_.from_universal});
             }))
             return false;
         phases_.say(MessageLevel::kVerbose,
@@ -88,8 +90,8 @@ class Conversion {
         // As soon as the tag folder is known, before the metadata is read.
         if (!phases_.run("paths", [&] {
                 if (phases_.is_root())
-                    driver::check_output_path(
-                        {checkpoint_, files.tag_dir, output_dir_, options_.format});
+                    driver::check_output_path({checkpoint_, files.tag_dir, output_dir_,
+                                               options_.format, files.checkpoint_dir});
             }))
             return false;
         checkpoint::CheckpointMeta meta;

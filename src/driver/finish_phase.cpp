@@ -3,6 +3,7 @@
 #include "checkpoint/discovery.hpp"
 #include "common/errors.hpp"
 #include "driver/output_dir.hpp"
+#include "driver/output_folder.hpp"
 #include "driver/run_manifest.hpp"
 #include "io/posix_file.hpp"
 
@@ -41,11 +42,16 @@ void write_index(const PhaseRunner& phases, const run::RunPlan& plan, const std:
                                " bytes, expected " + std::to_string(file.layout.size));
         }
     }
+    // The renames into the folders are durable before the index names them (children first).
+    const std::vector<std::string> folders = output_subfolders(plan);
+    for (auto folder = folders.rbegin(); folder != folders.rend(); ++folder)
+        io::sync_directory(output_dir + "/" + *folder);
     bool changed = false;
     if (plan.index_name) {
         changed |= write_unless_same(output_dir + "/" + *plan.index_name, plan.index_json);
     }
-    if (options.copy_hf_files) {
+    // Universal output is a training checkpoint, not a model folder for from_pretrained.
+    if (options.copy_hf_files && plan.format != OutputFormat::kUniversal) {
         const std::string& source = plan.checkpoint.checkpoint_dir;
         for (const std::string& name : checkpoint::find_hf_side_files(source)) {
             std::string target = output_dir + "/" + name;
@@ -64,8 +70,12 @@ void write_index(const PhaseRunner& phases, const run::RunPlan& plan, const std:
     }
     // Kept after success: --verify learns from it how the files were written, --resume that
     // they are complete.
-    changed |= write_unless_same(output_dir + "/" + kManifestName,
-                                 encode_manifest(manifest_of(plan, options, true)));
+    const std::string manifest = manifest_path(plan, output_dir);
+    if (write_unless_same(manifest, encode_manifest(manifest_of(plan, options, true)))) {
+        if (!plan.output_folder.empty())
+            io::sync_directory(output_dir + "/" + plan.output_folder);
+        changed = true;
+    }
     if (changed)
         io::sync_directory(output_dir);
 }

@@ -1,7 +1,8 @@
 // The index phase, on rank 0 after every rank succeeded: check that every output file is
-// visible with its planned size (an OUT_DIR that is not shared between nodes shows here), write
-// the index (temp + fsync + rename), copy the Hugging Face side files, and mark the run manifest
-// complete (it is kept). A file that already holds what would be written is left untouched.
+// visible with its planned size (an OUT_DIR that is not shared between nodes shows here), fsync
+// the folders holding them, write the index (temp + fsync + rename; latest_universal for
+// universal output), copy the Hugging Face side files, and mark the run manifest complete (it is
+// kept). A file that already holds what would be written is left untouched.
 #pragma once
 
 #include <string>

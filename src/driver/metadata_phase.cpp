@@ -21,12 +21,13 @@ void throw_agreed_failure(const parallel::Agreement& agreement) {
 
 checkpoint::CheckpointFiles discover_files(const parallel::Communicator& comm,
                                            const std::string& checkpoint_dir,
-                                           const std::string& tag) {
+                                           const std::string& tag,
+                                           const checkpoint::DiscoveryOptions& options) {
     std::vector<std::byte> encoded;
     parallel::Outcome outcome = parallel::capture([&] {
         if (comm.is_root())
-            encoded =
-                checkpoint::encode_files(checkpoint::discover_checkpoint(checkpoint_dir, tag));
+            encoded = checkpoint::encode_files(
+                checkpoint::discover_checkpoint(checkpoint_dir, tag, options));
     });
     // Rank 0's outcome travels with the broadcast so that every rank fails alike.
     parallel::Agreement agreement = parallel::agree(comm, outcome);

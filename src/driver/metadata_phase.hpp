@@ -17,7 +17,8 @@ namespace z2f::driver {
 
 checkpoint::CheckpointFiles discover_files(const parallel::Communicator& comm,
                                            const std::string& checkpoint_dir,
-                                           const std::string& tag);
+                                           const std::string& tag,
+                                           const checkpoint::DiscoveryOptions& options = {});
 
 checkpoint::CheckpointMeta read_metadata(const parallel::Communicator& comm,
                                          const checkpoint::CheckpointFiles& files);

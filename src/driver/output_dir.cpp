@@ -6,6 +6,7 @@
 #include "common/byte_size.hpp"
 #include "common/crc32.hpp"
 #include "common/errors.hpp"
+#include "driver/output_folder.hpp"
 #include "io/posix_file.hpp"
 #include "zero2fp32/version.hpp"
 
@@ -69,6 +70,10 @@ bool is_output_like_name(OutputFormat format, const std::string& name) {
             stem = "model";
             extension = ".h5";
             break;
+        case OutputFormat::kUniversal:
+            // Its files lie in its own folder, where every unplanned file is another run's
+            // (unplanned_files_in_output_folder); nothing in OUT_DIR itself is.
+            return false;
     }
     if (name == stem + extension + ".index.json" || name == stem + extension) {
         return true;
@@ -126,19 +131,26 @@ OutputDirDecision inspect_output_dir(const run::RunPlan& plan, const std::string
     std::set<std::string> planned;
     for (const run::OutputFileRecord& file : plan.files)
         planned.insert(file.name());
-    if (plan.index_name)
+    // latest_universal is a pointer that moves on, as DeepSpeed's `latest` does: replaced (in
+    // one rename) once the new folder is complete, never a conflict, never removed before.
+    if (plan.index_name && plan.format != OutputFormat::kUniversal)
         planned.insert(*plan.index_name);
     std::optional<RunManifest> manifest;
     if (decision.directory_exists) {
-        for (const std::string& name : io::list_directory(dir)) {
-            if (planned.count(name) != 0) {
+        // By name: planned files may lie in folders of OUT_DIR.
+        for (const std::string& name : planned) {
+            if (io::path_exists(dir + "/" + name))
                 present.push_back(name);
-            } else if (is_output_like_name(plan.format, name)) {
-                decision.stale.push_back(name);
-            }
         }
-        if (policy.resume && io::path_exists(dir + "/" + kManifestName)) {
-            manifest = decode_manifest(io::read_small_file(dir + "/" + kManifestName, 64u << 20));
+        for (const std::string& name : io::list_directory(dir)) {
+            if (planned.count(name) == 0 && is_output_like_name(plan.format, name))
+                decision.stale.push_back(name);
+        }
+        for (std::string& name : unplanned_files_in_output_folder(plan, dir))
+            decision.stale.push_back(std::move(name));
+        const std::string manifest_file = manifest_path(plan, dir);
+        if (policy.resume && io::path_exists(manifest_file)) {
+            manifest = decode_manifest(io::read_small_file(manifest_file, 64u << 20));
         }
         if (plan.index_name && io::is_regular_file(dir + "/" + *plan.index_name)) {
             decision.index_current =
@@ -232,11 +244,16 @@ void prepare_output_dir(const run::RunPlan& plan, const std::string& dir, const 
     for (const std::string& name : decision.stale) {
         io::remove_file(dir + "/" + name);
     }
+    // After the removals: a stale file may stand where a folder of this run goes.
+    for (const std::string& folder : output_subfolders(plan))
+        io::make_directories(dir + "/" + folder);
     for (const run::OutputFileRecord& file : plan.files) {
         io::remove_file(temp_path(dir, file.name()));  // left by a killed run
     }
-    io::write_file_atomically(dir + "/" + kManifestName,
+    io::write_file_atomically(manifest_path(plan, dir),
                               encode_manifest(manifest_of(plan, options, false)));
+    if (!plan.output_folder.empty())
+        io::sync_directory(dir + "/" + plan.output_folder);  // the manifest's folder
     io::sync_directory(dir);
 }
 

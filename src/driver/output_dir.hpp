@@ -5,15 +5,16 @@
 //   - files with this run's output names (or its index) already present: an error listing them,
 //     unless --overwrite (they will be replaced) or --resume (the manifest decides);
 //   - other files this format's naming could produce (e.g. the shards of an earlier run with
-//     another shard count): stale outputs that would be mixed in; an error unless --overwrite;
+//     another shard count), or any other file in the run's output folder (universal output,
+//     output_folder.hpp): stale outputs that would be mixed in; an error unless --overwrite;
 //   - --resume: files vouched for by the run manifest (same run, same name, size and header)
 //     are kept as they are; every other existing output file is rewritten;
 //   - free space (statvfs) for what remains to be written, unless --no-space-check.
 // With `report_only` (--dry-run) it refuses nothing: the refusal the run would stop with is
 // returned instead, with what the run would do with each existing file.
-// `prepare_output_dir` then creates OUT_DIR, removes what --overwrite replaces and leftover
-// temp files, and writes the run manifest; when every file is already complete (--resume of a
-// finished output) it writes nothing at all.
+// `prepare_output_dir` then creates OUT_DIR and the folders of the planned files, removes what
+// --overwrite replaces and leftover temp files, and writes the run manifest; when every file is
+// already complete (--resume of a finished output) it writes nothing at all.
 #pragma once
 
 #include <cstdint>

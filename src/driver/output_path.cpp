@@ -93,6 +93,15 @@ void check_output_path(const OutputPaths& paths) {
     const std::string resolved = resolve_path(out);
     const std::string checkpoint = resolve_path(paths.checkpoint_dir);
     const std::string tag_dir = resolve_path(paths.tag_dir);
+    const bool inside = is_within(resolved, checkpoint) || is_within(resolved, tag_dir);
+    if (inside && paths.format == OutputFormat::kUniversal) {
+        if (!paths.checkpoint_folder.empty() && resolved == resolve_path(paths.checkpoint_folder))
+            return;  // beside the original, as DeepSpeed puts it
+        throw_usage_error("OUT_DIR '" + out +
+                          "' is inside the checkpoint: a universal checkpoint goes either outside "
+                          "it or into the folder that holds the tag folder and 'latest' (beside "
+                          "the original, as DeepSpeed does)");
+    }
     for (const std::string& folder : {checkpoint, tag_dir}) {
         if (is_within(resolved, folder)) {
             throw_usage_error(

@@ -8,7 +8,16 @@
 //     zero_to_fp32.py's `output_file` habit, where OUT_DIR is a folder;
 //   - OUT_DIR, resolved, is CKPT_DIR or inside it, or is the tag folder or inside it, both
 //     resolved: the outputs would be mixed into the checkpoint (and a later run would read
-//     them as part of it).
+//     them as part of it); --overwrite must never remove one of the checkpoint's files.
+//     One exception: universal output into the checkpoint folder (the folder that holds the tag
+//     folder and `latest`: CKPT_DIR, or its parent when CKPT_DIR is the tag folder), where
+//     DeepSpeed puts a universal checkpoint beside the original and where nothing is written
+//     but `<tag>_universal/` and `latest_universal` (docs/universal-checkpoint.md §1):
+//
+//       CKPT_DIR = ckpt        OUT_DIR = ckpt                 universal only
+//                              OUT_DIR = ckpt/x, ckpt/tag/x   refused
+//       CKPT_DIR = ckpt/tag    OUT_DIR = ckpt                 allowed (not inside CKPT_DIR)
+//                              OUT_DIR = ckpt/tag, .../x      refused
 // "Resolved" means: absolute, symbolic links of the existing part followed (realpath), the part
 // that does not exist yet appended as written with "." and ".." applied to the text. It reads
 // the file system (stat, realpath) and changes nothing; its only inputs are the three paths and
@@ -27,6 +36,8 @@ struct OutputPaths {
     std::string tag_dir;         // absolute, as discovery found it
     std::string output_dir;      // as given (OUT_DIR)
     OutputFormat format = OutputFormat::kSafetensors;
+    // The folder holding the tag folder, as discovery found it (where universal output may go).
+    std::string checkpoint_folder;
 };
 
 void check_output_path(const OutputPaths& paths);

@@ -8,6 +8,7 @@
 #include "common/wire_codec.hpp"
 #include "driver/executor.hpp"
 #include "driver/output_dir.hpp"
+#include "driver/output_folder.hpp"
 #include "driver/output_shape.hpp"
 #include "driver/run_manifest.hpp"
 #include "io/input_files.hpp"
@@ -49,7 +50,7 @@ bool read_run_record(PhaseRunner& phases, const std::string& checkpoint_dir,
                 (io::path_exists(output_dir) ? "is not a directory" : "does not exist") +
                 ": nothing to verify");
         }
-        const std::string path = output_dir + "/" + kManifestName;
+        const std::string path = recorded_manifest_path(output_dir);
         std::optional<RunManifest> manifest;
         if (io::is_regular_file(path))
             manifest = decode_manifest(io::read_small_file(path, 64u << 20));

@@ -428,6 +428,11 @@ bool is_regular_file(const std::string& path) {
     return ::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode);
 }
 
+bool is_symbolic_link(const std::string& path) {
+    struct stat st {};
+    return ::lstat(path.c_str(), &st) == 0 && S_ISLNK(st.st_mode);
+}
+
 std::string why_not_regular_file(const std::string& path) {
     struct stat st {};
     if (::stat(path.c_str(), &st) != 0) {

@@ -128,6 +128,8 @@ void write_file_atomically(const std::string& path, std::string_view content);
 bool path_exists(const std::string& path);
 bool is_directory(const std::string& path);
 bool is_regular_file(const std::string& path);
+// Whether the path itself is a symbolic link (lstat; the target is not followed).
+bool is_symbolic_link(const std::string& path);
 // Why a path is not a regular file: "is a directory", "cannot be opened: <strerror>" (a broken
 // or looping symbolic link, a missing file), "is not a regular file" (device, FIFO, socket).
 std::string why_not_regular_file(const std::string& path);

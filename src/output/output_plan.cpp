@@ -87,6 +87,8 @@ OutputFileLayout layout_output_file(const plan::TensorPlan& plan, const OutputPl
             hdf5.source_checkpoint = options.source_checkpoint;
             return layout_hdf5_file(output.name, plan, output.tensors, hdf5);
         }
+        case OutputFormat::kUniversal:
+            break;  // laid out by universal_layout, file by file
     }
     throw_internal_error("unknown output format");
 }

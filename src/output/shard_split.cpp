@@ -22,6 +22,8 @@ NameParts name_parts(OutputFormat format) noexcept {
             return {"pytorch_model", ".bin"};
         case OutputFormat::kHdf5:
             return {"model", ".h5"};
+        case OutputFormat::kUniversal:
+            break;  // not sharded: its files are named by universal_layout
     }
     return {"model", ".safetensors"};
 }
@@ -57,6 +59,8 @@ std::string_view single_file_name(OutputFormat format) noexcept {
             return "pytorch_model.bin";
         case OutputFormat::kHdf5:
             return "model.h5";
+        case OutputFormat::kUniversal:
+            break;
     }
     return "model.safetensors";
 }
@@ -69,6 +73,8 @@ std::string_view index_file_name(OutputFormat format) noexcept {
             return "pytorch_model.bin.index.json";
         case OutputFormat::kHdf5:
             return "model.h5.index.json";
+        case OutputFormat::kUniversal:
+            break;
     }
     return "model.safetensors.index.json";
 }

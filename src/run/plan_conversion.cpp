@@ -10,8 +10,8 @@ namespace z2f {
 
 ConversionPlan plan_conversion(const std::filesystem::path& checkpoint, const Options& options) {
     run::validate_options(options);
-    checkpoint::CheckpointFiles files =
-        checkpoint::discover_checkpoint(checkpoint.string(), options.tag);
+    checkpoint::CheckpointFiles files = checkpoint::discover_checkpoint(
+        checkpoint.string(), options.tag, checkpoint::DiscoveryOptions{options.from_universal});
     run::RunSettings settings;
     settings.options = options;
     settings.ranks = 1;

@@ -8,6 +8,7 @@
 #include "output/output_plan.hpp"
 #include "plan/consolidation.hpp"
 #include "plan/selection.hpp"
+#include "run/universal_run_plan.hpp"
 
 namespace z2f::run {
 namespace {
@@ -45,11 +46,14 @@ std::string run_identity(const checkpoint::CheckpointMeta& meta, const Options& 
     return text.str();
 }
 
-OutputFileRecord make_record(output::OutputFileLayout layout, const output::OutputFile& file) {
+}  // namespace
+
+OutputFileRecord make_file_record(output::OutputFileLayout layout,
+                                  std::vector<std::uint32_t> tensors, std::uint64_t data_bytes) {
     OutputFileRecord record;
     record.layout = std::move(layout);
-    record.tensors = file.tensors;
-    record.data_bytes = file.data_bytes;
+    record.tensors = std::move(tensors);
+    record.data_bytes = data_bytes;
     const auto& fixed = record.layout.fixed;
     if (!fixed.empty() && fixed.front().offset == 0) {
         record.header_length = fixed.front().bytes.size();
@@ -57,8 +61,6 @@ OutputFileRecord make_record(output::OutputFileLayout layout, const output::Outp
     }
     return record;
 }
-
-}  // namespace
 
 void validate_options(const Options& options) {
     if (options.dtype != DType::kF32 && options.dtype != DType::kBF16 &&
@@ -83,6 +85,8 @@ void validate_options(const Options& options) {
                           (options.overwrite ? "--overwrite" : "--resume") +
                           " asks to write: convert first, then --verify");
     }
+    if (options.format == OutputFormat::kUniversal)
+        validate_universal_options(options);
 }
 
 std::vector<const plan::WriteTask*> RunPlan::tasks_of(std::uint32_t rank) const {
@@ -149,6 +153,11 @@ RunPlan build_run_plan(const checkpoint::CheckpointMeta& meta, const RunSettings
     run.ranks = settings.ranks;
     run.format = options.format;
     run.notes = meta.notes;
+    if (options.format == OutputFormat::kUniversal) {
+        plan_universal_run(meta, settings, run);
+        run.identity = run_identity(meta, options);
+        return run;
+    }
 
     plan::ConsolidationPlan consolidation =
         plan::plan_consolidation(meta, consolidation_options(options));
@@ -171,8 +180,9 @@ RunPlan build_run_plan(const checkpoint::CheckpointMeta& meta, const RunSettings
     layout_options.source_checkpoint = meta.files.tag_dir;
     std::vector<plan::FileWork> work;
     for (std::uint32_t f = 0; f < outputs.files.size(); ++f) {
-        run.files.push_back(make_record(
-            output::layout_output_file(run.tensors, outputs, f, layout_options), outputs.files[f]));
+        run.files.push_back(
+            make_file_record(output::layout_output_file(run.tensors, outputs, f, layout_options),
+                             outputs.files[f].tensors, outputs.files[f].data_bytes));
         plan::FileWork file;
         for (const output::TensorSlot& slot : run.files.back().layout.slots)
             file.slot_bytes.push_back(slot.length);
@@ -207,7 +217,7 @@ ConversionPlan conversion_plan_view(const RunPlan& run) {
         for (std::uint32_t tensor : file.tensors)
             file_of.at(tensor) = file.name();
     }
-    for (std::size_t i = 0; i < run.tensors.tensors.size(); ++i) {
+    for (std::size_t i = 0; i + run.copied_pieces < run.tensors.tensors.size(); ++i) {
         const plan::PlannedTensor& tensor = run.tensors.tensors[i];
         ConversionPlan::Tensor entry;
         entry.name = tensor.name;

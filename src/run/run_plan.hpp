@@ -13,6 +13,7 @@
 //                                           renames the file when it is complete
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -59,8 +60,17 @@ struct RunPlan {
     plan::TensorPlan tensors;
     OutputFormat format = OutputFormat::kSafetensors;
     std::vector<OutputFileRecord> files;
-    std::optional<std::string> index_name;  // sharded outputs only
+    // The file rank 0 writes last, once every rank succeeded and every other file is visible:
+    // the index of sharded Hugging Face outputs, latest_universal of universal output.
+    std::optional<std::string> index_name;
     std::string index_json;
+    // The folder of OUT_DIR (relative) that holds every file but the index, and the run
+    // manifest: "<tag>_universal" for universal output, empty (OUT_DIR itself) otherwise.
+    std::string output_folder;
+    // The last `copied_pieces` entries of tensors.tensors are not tensors: they are byte ranges
+    // of input files copied unchanged (universal output's model-states files). The public view
+    // lists them as files only.
+    std::size_t copied_pieces = 0;
     std::vector<plan::WriteTask> tasks;
     // What a manifest must match for --resume to trust an earlier run's files.
     std::string identity;
@@ -88,6 +98,11 @@ struct RunPlan {
     // Marks the files an earlier run completed; `skip` has one flag per file.
     void apply_resume(const std::vector<bool>& skip);
 };
+
+// A record of `layout` holding plan tensors `tensors`; its header (for --resume) is the first
+// fixed region when that starts the file.
+OutputFileRecord make_file_record(output::OutputFileLayout layout,
+                                  std::vector<std::uint32_t> tensors, std::uint64_t data_bytes);
 
 // Checks the options alone (before any I/O): contradictions and unsupported values are usage
 // errors.

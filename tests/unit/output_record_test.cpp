@@ -87,7 +87,7 @@ class OutputPathTest : public ::testing::Test {
     bool refused(const std::string& out, const std::string& checkpoint = "/ckpt") {
         try {
             driver::check_output_path({root_ + checkpoint, root_ + "/ckpt/global_step2", out,
-                                       OutputFormat::kSafetensors});
+                                       OutputFormat::kSafetensors, root_ + "/ckpt"});
         } catch (const Error& e) {
             EXPECT_EQ(e.kind(), ErrorKind::kUsage) << e.what();
             return true;

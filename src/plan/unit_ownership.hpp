@@ -1,0 +1,33 @@
+// Ownership by units: write tasks that come in groups one rank writes together, balanced by
+// bytes. Universal output (docs/universal-checkpoint.md §1) gives each rank a set of parameters:
+// a parameter's files (fp32, exp_avg, exp_avg_sq, step) form one unit, so that one rank reads
+// all three of its streams and every file has a single writer; a large byte copy is cut into
+// pieces that are units of their own, like the tensor ranges of a shared Hugging Face shard.
+//
+// Units are assigned largest weight first to the least-loaded rank; ties break on the unit's
+// index, then on the lower rank, so every rank computes the same assignment whatever order it
+// meets them in. A unit's weight is what it costs to write (its files' bytes, headers included),
+// which is not always its tasks' slot bytes (a file of known bytes has no slot at all).
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "plan/ownership.hpp"
+
+namespace z2f::plan {
+
+struct OwnershipUnit {
+    // Each task's file, slot range and slot bytes; `rank` and `lead` are filled in.
+    std::vector<WriteTask> tasks;
+    std::uint64_t weight = 0;
+};
+
+// `files` is the number of output files the tasks refer to; every file must have at least one
+// task, and the tasks of a file must tile its slots in order (checked: a bug otherwise). The
+// result's tasks are ordered by (file, slot_begin); the first task of each file is its lead.
+// bytes_per_rank counts unit weights.
+Ownership assign_unit_ownership(const std::vector<OwnershipUnit>& units, std::uint32_t files,
+                                std::uint32_t ranks);
+
+}  // namespace z2f::plan

@@ -1,0 +1,68 @@
+#include "mpi_support.hpp"
+
+#include <cstdlib>
+#include <filesystem>
+#include <unistd.h>
+
+#include <mpi.h>
+
+namespace z2f::mpi_test {
+
+namespace fs = std::filesystem;
+
+int rank() {
+    int r = 0;
+    MPI_Comm_rank(MPI_COMM_WORLD, &r);
+    return r;
+}
+
+bool root() {
+    return rank() == 0;
+}
+
+void barrier() {
+    MPI_Barrier(MPI_COMM_WORLD);
+}
+
+const std::string& output_base() {
+    static const std::string base = [] {
+        const char* dir = std::getenv("Z2F_MPI_OUTPUT_DIR");
+        if (dir != nullptr)
+            return std::string(dir);
+        long pid = root() ? static_cast<long>(::getpid()) : 0;
+        MPI_Bcast(&pid, 1, MPI_LONG, 0, MPI_COMM_WORLD);
+        return "/tmp/z2f-mpi-tests-" + std::to_string(pid);
+    }();
+    return base;
+}
+
+std::string fresh_output_dir(const std::string& name) {
+    std::string path = output_base() + "/" + name;
+    if (root()) {
+        fs::remove_all(path);
+        fs::create_directories(path);
+    }
+    barrier();
+    return path;
+}
+
+Outcome run_conversion(const std::string& checkpoint, const std::string& out,
+                       const std::function<void(Options&)>& tweak) {
+    Options options;
+    if (tweak)
+        tweak(options);
+    Outcome outcome;
+    try {
+        outcome.result = z2f::convert(checkpoint, out, options, MPI_COMM_WORLD);
+    } catch (const ConversionError& error) {
+        outcome.error = error.kind();
+        outcome.message = error.what();
+        outcome.result = error.partial_result();
+    } catch (const Error& error) {
+        outcome.error = error.kind();
+        outcome.message = error.what();
+    }
+    return outcome;
+}
+
+}  // namespace z2f::mpi_test

@@ -1,0 +1,339 @@
+// Universal checkpoints end to end under MPI (docs/universal-checkpoint.md), in the same mpiexec
+// as the other conversions: --format universal for every bundled ZeRO-1/2/3 fixture, each tree
+// checked file by file against the checkpoint's own flat tensors, the engine's state dict and,
+// where it exists, DeepSpeed's own ds_to_universal.py output; written beside the original;
+// verified; and read back into safetensors that equal the engine's state dict. Outputs stay
+// under $Z2F_MPI_OUTPUT_DIR, so mpi.identical_across_rank_counts compares them too.
+#include <algorithm>
+#include <filesystem>
+#include <map>
+
+#include <gtest/gtest.h>
+
+#include "checkpoint/assemble.hpp"
+#include "checkpoint/discovery.hpp"
+#include "mpi_support.hpp"
+#include "support/expected_state.hpp"
+#include "support/output_reader.hpp"
+#include "support/test_files.hpp"
+#include "support/universal_expectation.hpp"
+#include "support/universal_reference.hpp"
+
+namespace z2f {
+namespace {
+
+namespace fs = std::filesystem;
+using mpi_test::barrier;
+using mpi_test::fresh_output_dir;
+using mpi_test::root;
+using mpi_test::run_conversion;
+
+// Every ZeRO-1/2/3 fixture of tests/data/deepspeed.
+const char* kFixtures[] = {
+    "z1_ws2_fp32",        "z2_ws1_fp32",      "z2_ws2_fp32",           "z2_ws2_bf16",
+    "z2_ws2_frozen_bf16", "z2_ws2_tied_fp32", "z2_ws2_twogroups_fp32", "z2_ws2_multitag_fp32",
+    "z3_ws1_fp32",        "z3_ws2_fp32",      "z3_ws2_bf16",           "z3_ws2_frozen_bf16",
+    "z3_ws2_tied_fp32",   "z3_ws4_fp32",      "z3_ws2_fp32_torch2",    "z1_ws2_bf16opt",
+};
+
+const char* kStreamFiles[] = {"fp32.pt", "exp_avg.pt", "exp_avg_sq.pt"};
+
+void universal(Options& options) {
+    options.format = OutputFormat::kUniversal;
+}
+
+// Every file of the tree and its bytes, relative to `root`.
+std::map<std::string, std::vector<std::byte>> snapshot(const std::string& dir) {
+    std::map<std::string, std::vector<std::byte>> files;
+    for (const std::string& name : testing::list_tree(dir))
+        files[name] = testing::read_file_bytes(dir + "/" + name);
+    return files;
+}
+
+// The universal checkpoint of `fixture` in `out`: exactly the planned files; each tensor file
+// as the checkpoint's flat tensors give it; masters as the engine held them; the model-states
+// files byte for byte; DeepSpeed's own reference byte for byte where it exists.
+void expect_universal_tree(const std::string& fixture, const std::string& out) {
+    SCOPED_TRACE(fixture);
+    const checkpoint::CheckpointMeta meta = checkpoint::read_checkpoint_meta(
+        checkpoint::discover_checkpoint(testing::fixture_path(fixture), ""));
+    const bool stage3 = meta.layout == checkpoint::MasterLayout::kPerParam;
+    const std::string folder = meta.files.tag + "_universal";
+    const std::vector<testing::ExpectedUniversalParam> params =
+        testing::expected_universal_params(meta);
+    auto engine =
+        testing::read_expected_state_dict(testing::fixture_path(fixture + "/expected.pt"));
+
+    std::vector<std::string> planned = {"latest_universal", folder + "/zero/optimizer_state.pt"};
+    for (const std::string& model : meta.files.model_files)
+        planned.push_back(folder + "/" + fs::path(model).filename().string());
+    for (const testing::ExpectedUniversalParam& param : params) {
+        for (const char* stream : kStreamFiles)
+            planned.push_back(folder + "/zero/" + param.name + "/" + stream);
+        if (!stage3)
+            planned.push_back(folder + "/zero/" + param.name + "/step.pt");
+    }
+    std::sort(planned.begin(), planned.end());
+    EXPECT_EQ(testing::list_tree(out), planned);
+
+    const std::vector<std::byte> latest = testing::read_file_bytes(out + "/latest_universal");
+    EXPECT_EQ(std::string(reinterpret_cast<const char*>(latest.data()), latest.size()), folder);
+    for (const std::string& model : meta.files.model_files) {
+        EXPECT_TRUE(testing::read_file_bytes(out + "/" + folder + "/" +
+                                             fs::path(model).filename().string()) ==
+                    testing::read_file_bytes(model))
+            << model;
+    }
+    for (const testing::ExpectedUniversalParam& param : params) {
+        for (std::size_t s = 0; s < 3; ++s) {
+            const std::string path =
+                out + "/" + folder + "/zero/" + param.name + "/" + kStreamFiles[s];
+            SCOPED_TRACE(path);
+            testing::UniversalTensorFile file = testing::read_universal_tensor_file(path);
+            EXPECT_EQ(file.param_dict, !stage3);
+            EXPECT_EQ(file.dtype, DType::kF32);
+            EXPECT_EQ(file.shape, param.shape);
+            EXPECT_EQ(file.requires_grad, s == 0);
+            EXPECT_TRUE(file.bytes == param.streams[s]) << "differs from the checkpoint";
+            if (s == 0) {
+                const testing::ExpectedTensor* truth = testing::find_tensor(engine, param.name);
+                ASSERT_NE(truth, nullptr);
+                EXPECT_TRUE(file.bytes == truth->bytes) << "differs from the engine's master";
+            }
+        }
+    }
+
+    const std::string reference = testing::universal_root() + "/" + fixture;
+    if (!fs::exists(reference))
+        return;
+    for (const std::string& name : testing::list_tree(reference)) {
+        if (name == "NOTE")
+            continue;
+        EXPECT_NE(std::find(planned.begin(), planned.end(), name), planned.end()) << name;
+        // ZeRO-3's optimizer_state.pt leaves out the partitions that the reference copies; its
+        // content is compared in tests/unit/universal_layout_test.cpp.
+        if (stage3 && name.ends_with("/optimizer_state.pt"))
+            continue;
+        EXPECT_TRUE(testing::read_file_bytes(out + "/" + name) ==
+                    testing::read_file_bytes(reference + "/" + name))
+            << name << " differs from ds_to_universal.py's";
+    }
+}
+
+// safetensors `out` holds exactly the engine's state dict of `fixture`.
+void expect_engine_state_dict(const std::string& fixture, const std::string& out) {
+    SCOPED_TRACE(fixture + " -> " + out);
+    auto expected =
+        testing::read_expected_state_dict(testing::fixture_path(fixture + "/expected.pt"));
+    auto content = testing::read_safetensors(out + "/model.safetensors");
+    std::size_t aliases = 0;
+    for (const auto& [key, value] : content.metadata)
+        aliases += key != "format" ? 1u : 0u;
+    EXPECT_EQ(content.tensors.size() + aliases, expected.size());
+    for (const testing::ExpectedTensor& tensor : content.tensors) {
+        const testing::ExpectedTensor* truth = testing::find_tensor(expected, tensor.name);
+        ASSERT_NE(truth, nullptr) << tensor.name;
+        EXPECT_EQ(tensor.dtype, truth->dtype) << tensor.name;
+        EXPECT_EQ(tensor.shape, truth->shape) << tensor.name;
+        EXPECT_TRUE(tensor.bytes == truth->bytes) << tensor.name;
+    }
+}
+
+TEST(MpiUniversal, EveryFixtureFileByFileAndBackToTheEnginesStateDict) {
+    for (const char* fixture : kFixtures) {
+        const std::string out = fresh_output_dir(std::string("universal/") + fixture);
+        mpi_test::Outcome converted =
+            run_conversion(testing::fixture_path(fixture), out, universal);
+        ASSERT_FALSE(converted.error) << fixture << ": " << converted.message;
+        // --verify only reads, and learns how the output was written from its run record.
+        mpi_test::Outcome verified = run_conversion(testing::fixture_path(fixture), out,
+                                                    [](Options& o) { o.verify = true; });
+        ASSERT_FALSE(verified.error) << fixture << ": " << verified.message;
+        EXPECT_TRUE(verified.result.verified);
+        // Universal input: CKPT_DIR holds latest_universal only.
+        const std::string back = fresh_output_dir(std::string("universal_back/") + fixture);
+        mpi_test::Outcome read_back = run_conversion(out, back);
+        ASSERT_FALSE(read_back.error) << fixture << ": " << read_back.message;
+        if (!root())
+            continue;
+        EXPECT_EQ(read_back.result.plan.tag.ends_with("_universal"), true);
+        expect_universal_tree(fixture, out);
+        expect_engine_state_dict(fixture, back);
+    }
+}
+
+TEST(MpiUniversal, DeepSpeedsOwnUniversalCheckpointsGiveTheEnginesStateDict) {
+    for (const std::string& fixture : testing::universal_fixtures()) {
+        const std::string ckpt = fresh_output_dir("universal_reference_input/" + fixture);
+        if (root())
+            testing::assemble_universal_checkpoint(fixture, ckpt + "/ckpt");
+        barrier();
+        const std::string out = fresh_output_dir("universal_reference_input/" + fixture + "_st");
+        mpi_test::Outcome outcome = run_conversion(ckpt + "/ckpt", out);
+        ASSERT_FALSE(outcome.error) << fixture << ": " << outcome.message;
+        if (root())
+            expect_engine_state_dict(fixture, out);
+    }
+}
+
+TEST(MpiUniversal, IoBackendsWriteTheSameBytes) {
+    for (const char* fixture : {"z2_ws2_frozen_bf16", "z3_ws4_fp32"}) {
+        std::map<IoBackend, std::string> outs;
+        for (IoBackend io : {IoBackend::kPread, IoBackend::kMmap, IoBackend::kCopyFileRange}) {
+            outs[io] = fresh_output_dir(std::string("universal_io/") + fixture + "_" +
+                                        std::string(enum_name(io)));
+            mpi_test::Outcome outcome =
+                run_conversion(testing::fixture_path(fixture), outs[io], [&](Options& o) {
+                    universal(o);
+                    o.io = io;
+                    o.buffer_size = 4096;  // many chunks per tensor
+                });
+            ASSERT_FALSE(outcome.error) << outcome.message;
+        }
+        if (root()) {
+            EXPECT_EQ(testing::compare_trees(outs[IoBackend::kPread], outs[IoBackend::kMmap]), "");
+            EXPECT_EQ(
+                testing::compare_trees(outs[IoBackend::kPread], outs[IoBackend::kCopyFileRange]),
+                "");
+        }
+    }
+}
+
+TEST(MpiUniversal, VerifyComparesEveryFile) {
+    const std::string fixture = "z2_ws2_twogroups_fp32";
+    const std::string out = fresh_output_dir("universal_verify/" + fixture);
+    ASSERT_FALSE(run_conversion(testing::fixture_path(fixture), out, universal).error);
+    auto verify = [&] {
+        return run_conversion(testing::fixture_path(fixture), out, [](Options& o) {
+            universal(o);
+            o.verify = true;
+        });
+    };
+    mpi_test::Outcome clean = verify();
+    ASSERT_FALSE(clean.error) << clean.message;
+    EXPECT_TRUE(clean.result.verify_only);
+    EXPECT_TRUE(clean.result.verified);
+    // One byte changed in a moment's data, in a step.pt, in optimizer_state.pt, in a byte copy
+    // and in latest_universal: each is found, by name.
+    for (const char* name :
+         {"global_step2_universal/zero/fc1.weight/exp_avg_sq.pt",
+          "global_step2_universal/zero/norm.bias/step.pt",
+          "global_step2_universal/zero/optimizer_state.pt",
+          "global_step2_universal/mp_rank_00_model_states.pt", "latest_universal"}) {
+        const std::string path = out + "/" + name;
+        std::vector<std::byte> original;
+        if (root()) {
+            original = testing::read_file_bytes(path);
+            std::vector<std::byte> changed = original;
+            // Past the zip header and the pickle: the stored data, or the text itself.
+            changed[changed.size() * 3 / 4] ^= std::byte{0x01};
+            testing::write_file_bytes(path, changed);
+        }
+        barrier();
+        mpi_test::Outcome outcome = verify();
+        EXPECT_EQ(outcome.error, std::optional<ErrorKind>(ErrorKind::kInput)) << name;
+        EXPECT_NE(outcome.message.find(fs::path(name).filename().string()), std::string::npos)
+            << name << ": " << outcome.message;
+        if (root())
+            testing::write_file_bytes(path, original);
+        barrier();
+    }
+    EXPECT_FALSE(verify().error);
+}
+
+TEST(MpiUniversal, BesideTheOriginalNothingElseIsTouched) {
+    const std::string fixture = "z3_ws2_frozen_bf16";
+    const std::string base = fresh_output_dir("universal_beside");
+    const std::string ckpt = base + "/ckpt";
+    if (root()) {
+        testing::copy_tree(testing::fixture_path(fixture), ckpt);
+        testing::write_text_file(ckpt + "/config.json", "{}\n");
+    }
+    barrier();
+    const auto before = root() ? snapshot(ckpt) : decltype(snapshot(ckpt)){};
+
+    mpi_test::Outcome first = run_conversion(ckpt, ckpt, universal);
+    ASSERT_FALSE(first.error) << first.message;
+    if (root()) {
+        auto after = snapshot(ckpt);
+        for (const auto& [name, bytes] : before) {
+            ASSERT_EQ(after.count(name), 1u) << name;
+            EXPECT_TRUE(after.at(name) == bytes) << name << " was changed";
+            after.erase(name);
+        }
+        // What remains is the universal checkpoint, and nothing but it.
+        for (const auto& [name, bytes] : after) {
+            EXPECT_TRUE(name == "latest_universal" || name.starts_with("global_step2_universal/"))
+                << name;
+        }
+        const std::string alone = base + "/alone";
+        fs::create_directories(alone);
+        fs::copy(ckpt + "/global_step2_universal", alone + "/global_step2_universal",
+                 fs::copy_options::recursive);
+        fs::copy_file(ckpt + "/latest_universal", alone + "/latest_universal");
+        expect_universal_tree(fixture, alone);
+        fs::remove_all(alone);
+    }
+
+    // This run's names are a conflict without --overwrite; with it only they are replaced; from
+    // the tag folder, its parent is the same place.
+    mpi_test::Outcome again = run_conversion(ckpt, ckpt, universal);
+    EXPECT_EQ(again.error, std::optional<ErrorKind>(ErrorKind::kOutput)) << again.message;
+    mpi_test::Outcome from_tag = run_conversion(ckpt + "/global_step2", ckpt, [](Options& o) {
+        universal(o);
+        o.overwrite = true;
+    });
+    EXPECT_FALSE(from_tag.error) << from_tag.message;
+    // Inside the checkpoint: usage errors, whatever the format.
+    for (const std::string& inside : {ckpt + "/global_step2", ckpt + "/sub"}) {
+        mpi_test::Outcome refused = run_conversion(ckpt, inside, universal);
+        EXPECT_EQ(refused.error, std::optional<ErrorKind>(ErrorKind::kUsage)) << inside;
+    }
+    mpi_test::Outcome tag_folder =
+        run_conversion(ckpt + "/global_step2", ckpt + "/global_step2", universal);
+    EXPECT_EQ(tag_folder.error, std::optional<ErrorKind>(ErrorKind::kUsage));
+    if (root()) {
+        auto after = snapshot(ckpt);
+        for (const auto& [name, bytes] : before)
+            EXPECT_TRUE(after.at(name) == bytes) << name << " was changed";
+        EXPECT_FALSE(fs::exists(ckpt + "/sub"));
+    }
+
+    // The folder now holds latest and latest_universal: `latest` wins unless asked otherwise.
+    const std::string original = fresh_output_dir("universal_beside_st/original");
+    const std::string converted = fresh_output_dir("universal_beside_st/universal");
+    const std::string by_tag = fresh_output_dir("universal_beside_st/by_tag");
+    mpi_test::Outcome plain = run_conversion(ckpt, original);
+    mpi_test::Outcome asked =
+        run_conversion(ckpt, converted, [](Options& o) { o.from_universal = true; });
+    mpi_test::Outcome tagged =
+        run_conversion(ckpt, by_tag, [](Options& o) { o.tag = "global_step2_universal"; });
+    ASSERT_FALSE(plain.error || asked.error || tagged.error)
+        << plain.message << asked.message << tagged.message;
+    EXPECT_EQ(plain.result.plan.tag, "global_step2");
+    EXPECT_EQ(asked.result.plan.tag, "global_step2_universal");
+    EXPECT_EQ(tagged.result.plan.tag, "global_step2_universal");
+    if (root()) {
+        expect_engine_state_dict(fixture, original);
+        expect_engine_state_dict(fixture, converted);
+        EXPECT_EQ(testing::compare_trees(original, converted), "");
+        EXPECT_EQ(testing::compare_trees(original, by_tag), "");
+    }
+}
+
+TEST(MpiUniversal, ParallelCheckpointsAreRefused) {
+    const std::string parallel = std::string(Z2F_TEST_DATA) + "/deepspeed-parallel";
+    for (const char* fixture :
+         {"moe_ep2_dp2_z2_fp32", "pp2_dp1_z0_fp32", "pp2_dp2_z1_fp32", "tp2_dp2_z1_fp32"}) {
+        const std::string out = fresh_output_dir(std::string("universal_refused/") + fixture);
+        mpi_test::Outcome outcome = run_conversion(parallel + "/" + fixture, out, universal);
+        EXPECT_EQ(outcome.error, std::optional<ErrorKind>(ErrorKind::kUnsupported))
+            << fixture << ": " << outcome.message;
+        if (root()) {
+            EXPECT_TRUE(fs::is_empty(out)) << fixture;
+        }
+    }
+}
+
+}  // namespace
+}  // namespace z2f
