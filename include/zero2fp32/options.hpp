@@ -41,7 +41,15 @@ enum class ShapeOption : std::uint8_t {
     kExclude,
     kStripPrefix,
     kHdf5Bf16,
+    kTpRules,
+    kTpReplicated,
+    kStripVocabPadding,
 };
+
+// Tensor-parallel replicated parameters, and tied pipeline weights: check that every copy is
+// bit-equal (a mismatch is an error naming the parameter and its largest difference), take TP
+// rank 0's, or write their mean (docs/parallel-checkpoints.md §3.1).
+enum class TpReplicated : std::uint8_t { kCheck, kFirst, kAverage };
 
 struct Options {
     std::string tag;  // empty: read CKPT_DIR/latest (or CKPT_DIR is the tag folder)
@@ -68,6 +76,14 @@ struct Options {
     std::vector<std::string> strip_prefixes;
     bool copy_hf_files = true;  // universal output never copies them (not part of the format)
     Hdf5Bf16 hdf5_bf16 = Hdf5Bf16::kUint16;
+
+    // Tensor-, pipeline- and expert-parallel checkpoints (docs/parallel-checkpoints.md).
+    // A JSON file of TP merge rules (§3.3), replacing the checkpoint's own; empty: the
+    // checkpoint's universal_checkpoint_info.
+    std::string tp_rules;
+    TpReplicated tp_replicated = TpReplicated::kCheck;
+    // Keep only the original_vocab_size real rows of a padded vocabulary (default: as trained).
+    bool strip_vocab_padding = false;
 
     IoBackend io = IoBackend::kPread;
     std::uint64_t buffer_size = std::uint64_t{16} << 20;  // per rank; bounds its memory
@@ -123,7 +139,7 @@ struct EnumNames<Hdf5Bf16> {
 // The command-line names of the output-shaping options, for messages.
 template <>
 struct EnumNames<ShapeOption> {
-    static constexpr std::array<std::pair<ShapeOption, std::string_view>, 12> kTable{{
+    static constexpr std::array<std::pair<ShapeOption, std::string_view>, 15> kTable{{
         {ShapeOption::kFormat, "--format"},
         {ShapeOption::kDtype, "--dtype"},
         {ShapeOption::kMaxShardSize, "--max-shard-size"},
@@ -136,6 +152,17 @@ struct EnumNames<ShapeOption> {
         {ShapeOption::kExclude, "--exclude"},
         {ShapeOption::kStripPrefix, "--strip-prefix"},
         {ShapeOption::kHdf5Bf16, "--hdf5-bf16"},
+        {ShapeOption::kTpRules, "--tp-rules"},
+        {ShapeOption::kTpReplicated, "--tp-replicated"},
+        {ShapeOption::kStripVocabPadding, "--strip-vocab-padding"},
+    }};
+};
+template <>
+struct EnumNames<TpReplicated> {
+    static constexpr std::array<std::pair<TpReplicated, std::string_view>, 3> kTable{{
+        {TpReplicated::kCheck, "check"},
+        {TpReplicated::kFirst, "first"},
+        {TpReplicated::kAverage, "average"},
     }};
 };
 // The output dtypes --dtype offers, by their option names.

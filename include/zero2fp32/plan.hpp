@@ -42,6 +42,25 @@ struct ConversionPlan {
         std::string alias_of;                  // kAlias: the tensor whose bytes it shares
         std::string file;                      // the output file that holds its data
         std::vector<std::string> other_files;  // formats that write a tensor to several files
+        // Parallel checkpoints: how the tensor is merged ("cat dim 0 over 2 TP ranks",
+        // "replicated over 2 TP ranks, checked equal", "expert 3 of 4, MoE layer 0", ...);
+        // empty for data-parallel checkpoints.
+        std::string merge;
+    };
+    // A tensor-, pipeline- or expert-parallel checkpoint, or one without ZeRO partitions
+    // (docs/parallel-checkpoints.md): its degrees and its files.
+    struct ParallelGrid {
+        struct File {
+            std::string path;
+            std::string role;  // "model, stage 0, TP rank 1", "optimizer, ... DP rank 0", ...
+        };
+        std::string kind;  // "tensor-parallel", "pipeline" or "mixture-of-experts"
+        std::uint32_t tp = 1;
+        std::uint32_t pp = 1;
+        std::uint32_t ep = 1;
+        std::uint32_t dp = 1;
+        bool zero = false;  // ZeRO-1/2 partitions hold the weights (else the model files)
+        std::vector<File> files;
     };
 
     std::string checkpoint;  // the tag folder
@@ -54,6 +73,7 @@ struct ConversionPlan {
     std::optional<std::string> index;  // sharded outputs: the index file's name
     std::vector<Tensor> tensors;       // in output (state-dict) order
     std::vector<std::string> warnings;
+    std::optional<ParallelGrid> parallel;  // absent for data-parallel checkpoints
 };
 
 ConversionPlan plan_conversion(const std::filesystem::path& checkpoint, const Options& options);

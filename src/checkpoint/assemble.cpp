@@ -94,15 +94,16 @@ CheckpointMeta assemble_checkpoint_meta(const CheckpointFiles& files, std::vecto
     if (model.module_is_none) {
         throw_unsupported(model_path,
                           "'module' is None: a pipeline-parallel (PipelineEngine) "
-                          "checkpoint keeps its layers in layer_* files; convert it "
-                          "with DeepSpeed's ds_to_universal.py");
+                          "checkpoint keeps its layers in layer_* files, and the tag folder "
+                          "has none: the pipeline's weights are missing");
     }
     if (model.tp_degree > 1 || model.pp_degree > 1 || model.mp_world_size > 1) {
         throw_unsupported(model_path, "tensor/pipeline-parallel checkpoint (tp=" +
                                           std::to_string(model.tp_degree) +
                                           ", pp=" + std::to_string(model.pp_degree) +
                                           ", mp_world_size=" + std::to_string(model.mp_world_size) +
-                                          "); convert it with DeepSpeed's ds_to_universal.py");
+                                          ") but the tag folder holds the files of model-parallel "
+                                          "rank 00 only: the other ranks' files are missing");
     }
     if (model.autoep_zero3) {
         throw_unsupported(model_path,

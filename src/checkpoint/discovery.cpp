@@ -316,16 +316,15 @@ CheckpointFiles discover_checkpoint(const std::string& checkpoint_dir, const std
             case CheckpointFileRole::kPipelineLayer:
                 throw_unsupported(path,
                                   "pipeline-parallel checkpoint (layer_*-model_states.pt): "
-                                  "zero2fp32-mpi consolidates data-parallel ZeRO "
-                                  "checkpoints only; convert it with DeepSpeed's "
-                                  "ds_to_universal.py instead");
+                                  "not a data-parallel checkpoint; the parallel reader "
+                                  "(discover_file_grid) reads it, as zero2fp32-mpi does");
             case CheckpointFileRole::kExpertModelStates:
             case CheckpointFileRole::kExpertOptimStates:
                 throw_unsupported(path,
                                   "Mixture-of-Experts checkpoint (expert files): expert "
                                   "parameters are partitioned over expert-parallel groups, "
-                                  "which plain consolidation would mix up; convert it with "
-                                  "DeepSpeed's ds_to_universal.py instead");
+                                  "which plain consolidation would mix up; the parallel reader "
+                                  "(discover_file_grid) reads it, as zero2fp32-mpi does");
             case CheckpointFileRole::kUnrecognizedStates:
                 throw_input_error(path,
                                   "unrecognised checkpoint file name; expected "
@@ -342,9 +341,10 @@ CheckpointFiles discover_checkpoint(const std::string& checkpoint_dir, const std
         if (parsed.mp_rank != 0) {
             throw_unsupported(path, "file of model-parallel rank " +
                                         std::to_string(parsed.mp_rank) +
-                                        ": tensor- or pipeline-parallel checkpoints (several "
-                                        "mp_rank_XX) are not supported; convert them with "
-                                        "DeepSpeed's ds_to_universal.py");
+                                        ": a tensor- or pipeline-parallel checkpoint (several "
+                                        "mp_rank_XX), not a data-parallel one; the parallel "
+                                        "reader (discover_file_grid) reads it, as zero2fp32-mpi "
+                                        "does");
         }
         if (parsed.role == CheckpointFileRole::kOptimStates) {
             if (first_optim) {

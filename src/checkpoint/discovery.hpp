@@ -7,8 +7,9 @@
 //     zero_pp_rank_R_mp_rank_MM_model_states.pt                  stage 3: one per rank
 //
 // R is never padded, MM has at least two digits. CKPT_DIR may also be the tag folder itself.
-// Names are parsed exactly; files of unsupported layouts (pipeline `layer_*`, MoE expert
-// files) are refused here, with what to do instead. Whether the rank grid matches the world
+// Names are parsed exactly; files of the parallel layouts (pipeline `layer_*`, MoE expert
+// files, mp_rank MM > 00) are refused here: checkpoint/routing.hpp sends such folders to the
+// parallel reader (file_grid.hpp) instead. Whether the rank grid matches the world
 // size recorded inside the files is checked once their contents are known
 // (assemble_checkpoint_meta).
 #pragma once

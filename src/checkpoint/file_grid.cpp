@@ -149,10 +149,13 @@ FileGrid file_grid_from_names(const std::string& tag_dir, const std::vector<std:
                 throw_input_error(tag_dir, "optimizer files of mp rank " + two_digits(mp) +
                                                " but no " + model_file_name(mp));
             }
+            // A named copy: lambdas cannot capture structured bindings before C++20 P1091
+            // reached every compiler (clang 14 refuses it).
+            const std::uint64_t mp_rank = mp;
             std::string prefix = grid.optim_prefix;
             std::vector<std::string> files = dense(by_dp, tag_dir, [&](std::uint64_t d) {
-                return prefix + "zero_pp_rank_" + std::to_string(d) + "_mp_rank_" + two_digits(mp) +
-                       "_optim_states.pt";
+                return prefix + "zero_pp_rank_" + std::to_string(d) + "_mp_rank_" +
+                       two_digits(mp_rank) + "_optim_states.pt";
             });
             if (dp_size == 0) {
                 dp_size = files.size();

@@ -136,6 +136,17 @@ ParallelCheckpointMeta assemble_parallel_meta(const FileGrid& grid,
         meta.experts.push_back({expert.moe_layer, expert.expert, input, take(StateDictInfo{})});
     }
 
+    // The layout itself is refused before any file's content is judged: the names show it.
+    if (meta.kind == ParallelKind::kMixtureOfExperts &&
+        (grid.mp_size() > 1 || grid.is_pipeline())) {
+        throw_unsupported(grid.folder.tag_dir,
+                          "MoE expert files together with " +
+                              std::string(grid.is_pipeline() ? "pipeline" : "tensor") +
+                              " parallelism (" + degrees_text(grid) +
+                              "): how experts are split over TP ranks or stages is not "
+                              "recorded in a form this tool reads "
+                              "(docs/parallel-checkpoints.md §7)");
+    }
     const ModelParallelRank& first = meta.ranks.front();
     const std::string& first_path = grid.model_files.front();
     meta.ds_version = first.model.states.ds_version;
@@ -179,15 +190,6 @@ ParallelCheckpointMeta assemble_parallel_meta(const FileGrid& grid,
     }
 
     if (meta.kind == ParallelKind::kMixtureOfExperts) {
-        if (grid.mp_size() > 1 || grid.is_pipeline()) {
-            throw_unsupported(grid.folder.tag_dir,
-                              "MoE expert files together with " +
-                                  std::string(grid.is_pipeline() ? "pipeline" : "tensor") +
-                                  " parallelism (" + degrees_text(grid) +
-                                  "): how experts are split over TP ranks or stages is not "
-                                  "recorded in a form this tool reads "
-                                  "(docs/parallel-checkpoints.md §7)");
-        }
         if (first.model.extras.num_experts.empty()) {
             throw_input_error(first_path,
                               "expert files but no num_experts: the expert count of each MoE "

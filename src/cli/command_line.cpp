@@ -122,6 +122,17 @@ CommandLine parse_command_line(int argc, const char* const* argv) {
         "uint16 (default: uint16 + attribute dtype=bfloat16) or float "
         "(a custom 16-bit float type)");
 
+    po::options_description parallel(
+        "Tensor-, pipeline- and expert-parallel checkpoints (docs/parallel-checkpoints.md)");
+    parallel.add_options()("tp-rules", po::value<std::string>(),
+                           "JSON file of TP merge rules (regex -> rule), for checkpoints "
+                           "that carry none, or to override theirs")(
+        "tp-replicated", po::value<std::string>(),
+        "TP-replicated parameters: check (default; every copy must be bit-equal), first "
+        "(TP rank 0's copy) or average")("strip-vocab-padding", po::bool_switch(),
+                                         "keep only the original_vocab_size rows of a padded "
+                                         "vocabulary (default: as trained)");
+
     po::options_description run("Run");
     run.add_options()("io", po::value<std::string>(), "pread (default), mmap or copy_file_range")(
         "buffer-size", po::value<std::string>(),
@@ -149,7 +160,7 @@ CommandLine parse_command_line(int argc, const char* const* argv) {
     positional.add("checkpoint_dir", 1).add("output_dir", 1).add("extra", -1);
 
     po::options_description all;
-    all.add(output).add(run).add(zero_to_fp32).add(hidden);
+    all.add(output).add(parallel).add(run).add(zero_to_fp32).add(hidden);
     po::variables_map vm;
     try {
         po::store(po::command_line_parser(argc, argv).options(all).positional(positional).run(),
@@ -162,10 +173,11 @@ CommandLine parse_command_line(int argc, const char* const* argv) {
     if (vm.count("help") != 0) {
         std::ostringstream text;
         po::options_description visible;
-        visible.add(output).add(run).add(zero_to_fp32);
+        visible.add(output).add(parallel).add(run).add(zero_to_fp32);
         text << kUsage
-             << "\n\nConsolidates a DeepSpeed ZeRO (stage 1-3) checkpoint into full tensors, in "
-                "parallel over MPI ranks.\n\n"
+             << "\n\nConsolidates a DeepSpeed ZeRO (stage 1-3) checkpoint, or a tensor-, "
+                "pipeline- or expert-parallel one,\ninto full tensors, in parallel over MPI "
+                "ranks.\n\n"
              << visible << kExamples;
         return HelpRequest{text.str()};
     }
@@ -274,6 +286,21 @@ CommandLine parse_command_line(int argc, const char* const* argv) {
         options.hdf5_bf16 = choose<Hdf5Bf16>("hdf5-bf16", vm["hdf5-bf16"].as<std::string>());
         chosen.push_back(ShapeOption::kHdf5Bf16);
     }
+
+    if (vm.count("tp-rules") != 0) {
+        options.tp_rules = vm["tp-rules"].as<std::string>();
+        if (options.tp_rules.empty())
+            throw_usage_error("--tp-rules needs a file name");
+        chosen.push_back(ShapeOption::kTpRules);
+    }
+    if (vm.count("tp-replicated") != 0) {
+        options.tp_replicated =
+            choose<TpReplicated>("tp-replicated", vm["tp-replicated"].as<std::string>());
+        chosen.push_back(ShapeOption::kTpReplicated);
+    }
+    options.strip_vocab_padding = vm["strip-vocab-padding"].as<bool>();
+    if (options.strip_vocab_padding)
+        chosen.push_back(ShapeOption::kStripVocabPadding);
 
     if (vm.count("io") != 0) {
         options.io = choose<IoBackend>("io", vm["io"].as<std::string>());

@@ -46,6 +46,8 @@ void ConsoleObserver::planned(const ConversionPlan& plan) {
         }
         std::string source =
             tensor.alias_of.empty() ? "in " + tensor.file : "alias of " + tensor.alias_of;
+        if (!tensor.merge.empty())
+            source += "; " + tensor.merge;
         std::fprintf(out_, "%s full shape: (%s) unpartitioned numel %llu  [%s, %s -> %s, %s]\n",
                      tensor.name.c_str(), shape.c_str(), static_cast<unsigned long long>(numel),
                      role_name(tensor.role), std::string(dtype_name(tensor.source_dtype)).c_str(),

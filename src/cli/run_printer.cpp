@@ -8,11 +8,32 @@
 
 namespace z2f::cli {
 
+namespace {
+
+// The file grid of a parallel checkpoint: degrees, then every file with its place.
+void print_grid(std::FILE* out, const ConversionPlan& plan) {
+    const ConversionPlan::ParallelGrid& grid = *plan.parallel;
+    std::fprintf(out, "grid: %s, TP %u x PP %u x DP %u, EP %u, %s\n", grid.kind.c_str(), grid.tp,
+                 grid.pp, grid.dp, grid.ep,
+                 grid.zero ? "weights from the ZeRO partitions"
+                           : "no ZeRO partitions: weights from the model files");
+    const std::string prefix = plan.checkpoint + "/";
+    for (const ConversionPlan::ParallelGrid::File& file : grid.files) {
+        std::string name =
+            file.path.starts_with(prefix) ? file.path.substr(prefix.size()) : file.path;
+        std::fprintf(out, "  %-52s %s\n", name.c_str(), file.role.c_str());
+    }
+}
+
+}  // namespace
+
 void print_dry_run(std::FILE* out, const ConversionResult& result) {
     const ConversionPlan& plan = result.plan;
     std::fprintf(out, "dry run: %zu tensors in %zu %s file(s), %d rank(s); nothing written\n",
                  plan.tensors.size(), plan.files.size(),
                  std::string(enum_name(plan.format)).c_str(), result.ranks);
+    if (plan.parallel)
+        print_grid(out, plan);
     std::vector<std::size_t> tensors_in(plan.files.size(), 0);
     for (const ConversionPlan::Tensor& tensor : plan.tensors) {
         for (std::size_t f = 0; f < plan.files.size(); ++f) {
@@ -68,6 +89,15 @@ void print_dry_run(std::FILE* out, const ConversionResult& result) {
     }
     if (plan.index)
         std::fprintf(out, "  %s\n", plan.index->c_str());
+    if (plan.parallel) {
+        std::fprintf(out, "merge rule per tensor:\n");
+        for (const ConversionPlan::Tensor& tensor : plan.tensors) {
+            std::string how = !tensor.alias_of.empty() ? "tied to " + tensor.alias_of
+                              : tensor.merge.empty()   ? std::string("as stored")
+                                                       : tensor.merge;
+            std::fprintf(out, "  %-60s %s\n", tensor.name.c_str(), how.c_str());
+        }
+    }
     if (!result.existing.empty()) {
         std::fprintf(out, "already in the output directory (what the run would do):\n");
         for (const ExistingFile& file : result.existing) {

@@ -35,6 +35,10 @@ std::string summary_json(const ConvertRequest& request, const ConversionResult& 
     json["world_size"] = result.plan.world_size;
     json["ds_version"] = result.plan.ds_version;
     json["ranks"] = result.ranks;
+    if (const auto& grid = result.plan.parallel) {
+        json["parallel"] = {{"kind", grid->kind}, {"tp", grid->tp}, {"pp", grid->pp},
+                            {"ep", grid->ep},     {"dp", grid->dp}, {"zero", grid->zero}};
+    }
     json["options"] = {
         {"format", enum_name(options.format)},
         {"dtype", std::string(dtype_display_name(options.dtype))},
@@ -47,6 +51,9 @@ std::string summary_json(const ConvertRequest& request, const ConversionResult& 
         {"stage1_frozen", enum_name(options.stage1_frozen)},
         {"exclude_frozen", options.exclude_frozen},
         {"untie", options.untie},
+        {"tp_rules", options.tp_rules},
+        {"tp_replicated", enum_name(options.tp_replicated)},
+        {"strip_vocab_padding", options.strip_vocab_padding},
         {"dry_run", options.dry_run},
         {"resume", options.resume},
         {"verify", options.verify}};

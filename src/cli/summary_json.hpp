@@ -3,7 +3,8 @@
 //
 // {"status": "ok"|"error", "exit_code": N, "errors": [{"rank", "message"}...],
 //  "complete_files_on_error": [...], "version", "checkpoint", "tag", "zero_stage",
-//  "world_size", "ds_version", "ranks", "options": {...}, "tensors", "files": [{"name",
+//  "world_size", "ds_version", "ranks", parallel checkpoints only: "parallel": {"kind", "tp",
+//  "pp", "ep", "dp", "zero"}, "options": {...}, "tensors", "files": [{"name",
 //  "size", "skipped", "check" (--verify: intact, differs, truncated, too long, missing)}...],
 //  "index", "output_bytes", "bytes_read", "bytes_written",
 //  "wall_seconds", "gb_per_s", "peak_rss_bytes", "peak_open_inputs", "phase_seconds": {...}}

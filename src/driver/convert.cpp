@@ -1,11 +1,12 @@
 // z2f::convert, phase by phase (docs/architecture.md, "Phases"):
 //
 //   record     (--verify) rank 0 reads OUT_DIR's run record: the options to verify with
-//   discover   rank 0 finds the checkpoint's files; broadcast
+//   discover   rank 0 finds the checkpoint's files and which reader they take; broadcast
 //   paths      rank 0 refuses output paths that are usage errors (output_path.hpp)
 //   metadata   rank r interprets inputs r, r+P, ...; all-gathered; assembled on every rank
 //   plan       every rank computes the same RunPlan: tensors, files, layouts, owners
 //   verify     (--verify) every rank compares the files it would write; nothing is written
+//   replicas   (parallel checkpoints) the copies of replicated and tied tensors are compared
 //   prepare    rank 0 inspects and prepares OUT_DIR (nothing is written before this passes)
 //   execute    every rank writes its tasks; failures are announced to all ranks at once
 //   finalize   leads of shared files append their CRC tails
@@ -23,6 +24,7 @@
 #include "driver/output_path.hpp"
 #include "driver/output_phase.hpp"
 #include "driver/phase_runner.hpp"
+#include "driver/replica_check.hpp"
 #include "driver/run_report.hpp"
 #include "driver/verify_phase.hpp"
 #include "io/signals.hpp"
@@ -36,6 +38,14 @@ namespace {
 using driver::PhaseRunner;
 
 std::string checkpoint_summary(const run::RunPlan& plan) {
+    if (plan.parallel) {
+        const ConversionPlan::ParallelGrid& grid = *plan.parallel;
+        return grid.kind + " checkpoint, TP " + std::to_string(grid.tp) + " x PP " +
+               std::to_string(grid.pp) + " x DP " + std::to_string(grid.dp) +
+               (grid.ep > 1 ? " (EP " + std::to_string(grid.ep) + ")" : "") +
+               (grid.zero ? ", ZeRO stage " + std::to_string(plan.zero_stage) : ", no ZeRO") +
+               (plan.ds_version.empty() ? "" : ", DeepSpeed " + plan.ds_version);
+    }
     return "ZeRO stage " + std::to_string(plan.zero_stage) + ", world size " +
            std::to_string(plan.world_size) +
            (plan.ds_version.empty() ? "" : ", DeepSpeed " + plan.ds_version);
@@ -76,28 +86,25 @@ class Conversion {
             if (!driver::read_run_record(phases_, checkpoint_, output_dir_, options_, recorded))
                 return false;
         }
-        checkpoint::CheckpointFiles files;
-        if (!phases_.run("discover", [&] {
-                files =
-                    driver::discover_files(phases_.comm(), checkpoint_, options_.tag,
-                                           checkpoint::DiscoveryOptions{options_.from_universal});
-            }))
+        checkpoint::DiscoveredCheckpoint files;
+        if (!phases_.run("discover",
+                         [&] { files = driver::discover(phases_.comm(), checkpoint_, options_); }))
             return false;
-        phases_.say(MessageLevel::kVerbose,
-                    "checkpoint: " + files.tag_dir + " (" +
-                        std::to_string(files.optim_files.size()) + " optimizer files, " +
-                        std::to_string(files.model_files.size()) + " model files)");
+        say_discovered(files);
         // As soon as the tag folder is known, before the metadata is read.
         if (!phases_.run("paths", [&] {
                 if (phases_.is_root())
-                    driver::check_output_path({checkpoint_, files.tag_dir, output_dir_,
-                                               options_.format, files.checkpoint_dir});
+                    driver::check_output_path({checkpoint_, files.tag_dir(), output_dir_,
+                                               options_.format, files.checkpoint_dir()});
             }))
             return false;
-        checkpoint::CheckpointMeta meta;
-        if (!phases_.run("metadata", [&] { meta = driver::read_metadata(phases_.comm(), files); }))
+        run::CheckpointMetadata meta;
+        if (!phases_.run("metadata",
+                         [&] { meta = driver::read_checkpoint_metadata(phases_.comm(), files); }))
             return false;
-        if (!phases_.run("plan", [&] { plan_.emplace(run::build_run_plan(meta, settings())); }))
+        if (!phases_.run("plan", [&] {
+                plan_.emplace(run::build_run_plan(run::tensor_source(meta, options_), settings()));
+            }))
             return false;
         facts_.plan = &*plan_;
         announce_plan();
@@ -121,6 +128,8 @@ class Conversion {
             facts_.dry_run = true;
             return true;
         }
+        if (!driver::check_replicas(phases_, *plan_, options_))
+            return false;
         if (!driver::prepare_output(phases_, *plan_, output_dir_, options_, preparation))
             return false;
         facts_.executed = true;
@@ -132,6 +141,23 @@ class Conversion {
             return false;
         return phases_.run("index",
                            [&] { driver::write_index(phases_, *plan_, output_dir_, options_); });
+    }
+
+    void say_discovered(const checkpoint::DiscoveredCheckpoint& found) const {
+        if (const auto* grid = std::get_if<checkpoint::FileGrid>(&found.files)) {
+            phases_.say(MessageLevel::kVerbose,
+                        "checkpoint: " + grid->folder.tag_dir + " (parallel: " +
+                            std::to_string(grid->mp_size()) + " model-parallel ranks, " +
+                            std::to_string(grid->dp_size()) + " optimizer files each, " +
+                            std::to_string(grid->layer_files.size()) + " layer files, " +
+                            std::to_string(grid->expert_files.size()) + " expert files)");
+            return;
+        }
+        const auto& files = std::get<checkpoint::CheckpointFiles>(found.files);
+        phases_.say(MessageLevel::kVerbose,
+                    "checkpoint: " + files.tag_dir + " (" +
+                        std::to_string(files.optim_files.size()) + " optimizer files, " +
+                        std::to_string(files.model_files.size()) + " model files)");
     }
 
     run::RunSettings settings() const {

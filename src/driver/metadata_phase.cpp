@@ -3,6 +3,8 @@
 #include "checkpoint/assemble.hpp"
 #include "checkpoint/discovery.hpp"
 #include "checkpoint/meta_codec.hpp"
+#include "checkpoint/parallel_assemble.hpp"
+#include "checkpoint/parallel_meta_codec.hpp"
 #include "driver/phase_runner.hpp"
 #include "parallel/agreement.hpp"
 
@@ -60,6 +62,63 @@ checkpoint::CheckpointMeta read_metadata(const parallel::Communicator& comm,
         in.expect_end();
     }
     return checkpoint::assemble_checkpoint_meta(files, std::move(metas));
+}
+
+checkpoint::DiscoveredCheckpoint discover(const parallel::Communicator& comm,
+                                          const std::string& checkpoint_dir,
+                                          const Options& options) {
+    std::vector<std::byte> encoded;
+    parallel::Outcome outcome = parallel::capture([&] {
+        if (!comm.is_root())
+            return;
+        checkpoint::DiscoveredCheckpoint found = checkpoint::discover_any_checkpoint(
+            checkpoint_dir, options.tag, checkpoint::DiscoveryOptions{options.from_universal});
+        if (found.is_parallel() && !options.tp_rules.empty())
+            found.tp_rules_text = checkpoint::read_tp_rules_file(options.tp_rules);
+        encoded = checkpoint::encode_discovered(found);
+    });
+    parallel::Agreement agreement = parallel::agree(comm, outcome);
+    if (!agreement.ok)
+        throw_agreed_failure(agreement);
+    return checkpoint::decode_discovered(comm.broadcast(std::move(encoded)));
+}
+
+checkpoint::ParallelCheckpointMeta read_parallel_metadata(const parallel::Communicator& comm,
+                                                          const checkpoint::FileGrid& grid) {
+    std::vector<checkpoint::ParallelInputSpec> inputs = checkpoint::parallel_inputs(grid);
+    const auto ranks = static_cast<std::size_t>(comm.size());
+    WireWriter mine;
+    parallel::Outcome outcome = parallel::capture([&] {
+        for (auto i = static_cast<std::size_t>(comm.rank()); i < inputs.size(); i += ranks) {
+            throw_if_interrupted();
+            checkpoint::encode_parallel_file_meta(
+                checkpoint::read_parallel_file_meta(inputs[i], static_cast<std::uint32_t>(i)),
+                mine);
+        }
+    });
+    parallel::Agreement agreement = parallel::agree(comm, outcome);
+    if (!agreement.ok)
+        throw_agreed_failure(agreement);
+    std::vector<std::vector<std::byte>> all = comm.all_gather(mine.bytes());
+    std::vector<checkpoint::ParallelFileMeta> metas(inputs.size());
+    for (std::size_t rank = 0; rank < all.size(); ++rank) {
+        WireReader in(all[rank], "parallel file metadata");
+        for (std::size_t i = rank; i < inputs.size(); i += ranks)
+            metas[i] = checkpoint::decode_parallel_file_meta(in);
+        in.expect_end();
+    }
+    return checkpoint::assemble_parallel_meta(grid, std::move(metas));
+}
+
+run::CheckpointMetadata read_checkpoint_metadata(const parallel::Communicator& comm,
+                                                 const checkpoint::DiscoveredCheckpoint& found) {
+    run::CheckpointMetadata metadata;
+    metadata.tp_rules_text = found.tp_rules_text;
+    if (const auto* grid = std::get_if<checkpoint::FileGrid>(&found.files))
+        metadata.meta = read_parallel_metadata(comm, *grid);
+    else
+        metadata.meta = read_metadata(comm, std::get<checkpoint::CheckpointFiles>(found.files));
+    return metadata;
 }
 
 }  // namespace z2f::driver

@@ -1,8 +1,11 @@
 // The first two phases, collective: find the checkpoint's files and read their metadata.
 //
-//   discover   rank 0 lists the tag folder and broadcasts the file list (meta_codec)
+//   discover   rank 0 lists the tag folder, decides which reader it takes
+//              (checkpoint/routing.hpp), reads a --tp-rules file, and broadcasts all of it
 //   metadata   rank r interprets inputs r, r+P, ... (zip directory + pickle, never tensor
-//              bytes); the encoded results are all-gathered and assembled on every rank
+//              bytes); the encoded results are all-gathered and assembled on every rank, by
+//              the data-parallel reader (meta_codec, assemble_checkpoint_meta) or the parallel
+//              one (parallel_meta_codec, assemble_parallel_meta)
 //
 // Both throw the same error on every rank, after every rank has agreed that something failed
 // (every failing file is named), so they can run inside a PhaseRunner phase.
@@ -11,7 +14,11 @@
 #include <string>
 
 #include "checkpoint/checkpoint_meta.hpp"
+#include "checkpoint/parallel_meta.hpp"
+#include "checkpoint/routing.hpp"
 #include "parallel/communicator.hpp"
+#include "run/tensor_source.hpp"
+#include "zero2fp32/options.hpp"
 
 namespace z2f::driver {
 
@@ -22,5 +29,17 @@ checkpoint::CheckpointFiles discover_files(const parallel::Communicator& comm,
 
 checkpoint::CheckpointMeta read_metadata(const parallel::Communicator& comm,
                                          const checkpoint::CheckpointFiles& files);
+
+// Either kind of checkpoint, and options.tp_rules' text (parallel checkpoints only).
+checkpoint::DiscoveredCheckpoint discover(const parallel::Communicator& comm,
+                                          const std::string& checkpoint_dir,
+                                          const Options& options);
+
+checkpoint::ParallelCheckpointMeta read_parallel_metadata(const parallel::Communicator& comm,
+                                                          const checkpoint::FileGrid& grid);
+
+// The metadata of either kind, by the reader discovery chose.
+run::CheckpointMetadata read_checkpoint_metadata(const parallel::Communicator& comm,
+                                                 const checkpoint::DiscoveredCheckpoint& found);
 
 }  // namespace z2f::driver

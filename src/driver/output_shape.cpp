@@ -54,6 +54,12 @@ std::string shape_value(const Options& o, ShapeOption option) {
             return joined(o.strip_prefixes);
         case ShapeOption::kHdf5Bf16:
             return std::string(enum_name(o.hdf5_bf16));
+        case ShapeOption::kTpRules:
+            return o.tp_rules.empty() ? "none" : "'" + o.tp_rules + "'";
+        case ShapeOption::kTpReplicated:
+            return std::string(enum_name(o.tp_replicated));
+        case ShapeOption::kStripVocabPadding:
+            return on_off(o.strip_vocab_padding);
     }
     return "?";
 }
@@ -84,6 +90,9 @@ void adopt_recorded_shape(const Options& recorded, Options& options, const std::
     options.exclude = recorded.exclude;
     options.strip_prefixes = recorded.strip_prefixes;
     options.hdf5_bf16 = recorded.hdf5_bf16;
+    options.tp_rules = recorded.tp_rules;
+    options.tp_replicated = recorded.tp_replicated;
+    options.strip_vocab_padding = recorded.strip_vocab_padding;
 }
 
 void encode_shape(WireWriter& out, const Options& o) {
@@ -100,6 +109,9 @@ void encode_shape(WireWriter& out, const Options& o) {
     out.strings(o.exclude);
     out.strings(o.strip_prefixes);
     out.str(enum_name(o.hdf5_bf16));
+    out.str(o.tp_rules);
+    out.str(enum_name(o.tp_replicated));
+    out.boolean(o.strip_vocab_padding);
 }
 
 void decode_shape(WireReader& in, Options& o) {
@@ -116,6 +128,9 @@ void decode_shape(WireReader& in, Options& o) {
     o.exclude = in.strings();
     o.strip_prefixes = in.strings();
     o.hdf5_bf16 = read_enum<Hdf5Bf16>(in);
+    o.tp_rules = in.str();
+    o.tp_replicated = read_enum<TpReplicated>(in);
+    o.strip_vocab_padding = in.boolean();
 }
 
 }  // namespace z2f::driver

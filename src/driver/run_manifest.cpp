@@ -33,6 +33,9 @@ nlohmann::ordered_json shape_json(const Options& o) {
     json["exclude"] = o.exclude;
     json["strip_prefix"] = o.strip_prefixes;
     json["hdf5_bf16"] = enum_name(o.hdf5_bf16);
+    json["tp_rules"] = o.tp_rules;
+    json["tp_replicated"] = enum_name(o.tp_replicated);
+    json["strip_vocab_padding"] = o.strip_vocab_padding;
     return json;
 }
 
@@ -57,6 +60,9 @@ Options shape_from_json(const nlohmann::json& json) {
     o.exclude = json.at("exclude").get<std::vector<std::string>>();
     o.strip_prefixes = json.at("strip_prefix").get<std::vector<std::string>>();
     o.hdf5_bf16 = from_json_name<Hdf5Bf16>(json.at("hdf5_bf16"));
+    o.tp_rules = json.at("tp_rules").get<std::string>();
+    o.tp_replicated = from_json_name<TpReplicated>(json.at("tp_replicated"));
+    o.strip_vocab_padding = json.at("strip_vocab_padding").get<bool>();
     return o;
 }
 

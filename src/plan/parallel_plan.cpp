@@ -31,6 +31,7 @@ struct Merged {
     std::vector<TensorPiece> pieces;
     std::string owner;  // kAlias
     std::uint32_t stage = 0;
+    std::string merge;  // PlannedTensor::merge
 };
 
 DType floating_output(DType source, const PlanOptions& options) {
@@ -180,9 +181,25 @@ class ParallelPlanner {
             result_.notes.push_back(
                 "no ZeRO optimizer files: the weights are the model files' "
                 "'module' tensors");
+            missing_optimizer_check();
         }
         buffer_locals.insert(buffer_locals.end(), params.begin(), params.end());
         return buffer_locals;
+    }
+
+    // Without ZeRO the optimizer state is saved in the model files; when no model file has any,
+    // nothing tells a ZeRO-0 run from a ZeRO run whose optimizer files are missing.
+    void missing_optimizer_check() {
+        for (const ModelParallelRank& rank : meta_.ranks) {
+            if (rank.model.extras.has_plain_optimizer_state) {
+                return;
+            }
+        }
+        result_.warnings.push_back(
+            model_path(0) +
+            ": no optimizer files and no optimizer state in the model files: converting the "
+            "weights the model files hold; if this was a ZeRO run, its *_optim_states.pt files "
+            "(the fp32 master weights) are missing");
     }
 
     void low_precision_check(DType dtype, const std::string& path) {
@@ -307,6 +324,7 @@ class ParallelPlanner {
                 per_tp.at(layer.tp_rank).push_back(local_from_ref(name, entry.tensor, role, base_));
             }
         }
+        missing_optimizer_check();
         result_.notes.push_back("pipeline without ZeRO optimizer files: weights taken from the " +
                                 std::to_string(meta_.layers.size()) + " layer files");
         return per_tp;
@@ -361,7 +379,7 @@ class ParallelPlanner {
             merged.owner = first[i].owner;
             merged.stage = stage;
             if (head.role != TensorRole::kAlias) {
-                MergedTensor result = merge_one(head, slices, origin);
+                MergedTensor result = merge_one(head, slices, origin, merged.merge);
                 merged.tensor.shape = result.shape;
                 merged.pieces = std::move(result.pieces);
             }
@@ -370,27 +388,39 @@ class ParallelPlanner {
         return out;
     }
 
+    std::string replicated_text(std::size_t ranks) const {
+        static constexpr const char* kPolicy[] = {"checked equal", "TP rank 0's copy", "averaged"};
+        return "replicated over " + std::to_string(ranks) + " TP ranks, " +
+               kPolicy[static_cast<std::size_t>(options_.tp_replicated)];
+    }
+
+    // `merge` receives the rule in words (PlannedTensor::merge).
     MergedTensor merge_one(const PlannedTensor& head, const std::vector<TpSlice>& slices,
-                           const std::string& origin) {
+                           const std::string& origin, std::string& merge) {
         const std::size_t item = dtype_size(head.source_dtype);
         if (slices.size() == 1) {
             return {slices.front().shape, {whole_stream_piece(slices.front().stream)}};
         }
+        const std::string over = " over " + std::to_string(slices.size()) + " TP ranks";
         // Buffers have no rules of their own in Megatron's patterns: replicated unless a rule
         // names them.
         if (head.role == TensorRole::kBuffer && !rules_->matches_explicitly(head.name)) {
+            merge = replicated_text(slices.size());
             return merge_replicated(slices, replica_combine(), head.name, origin);
         }
         TpRule rule = rules_->rule_for(head.name);
         MergedTensor merged;
         switch (rule.merge) {
             case TpMerge::kReplicated:
+                merge = replicated_text(slices.size());
                 merged = merge_replicated(slices, replica_combine(), head.name, origin);
                 break;
             case TpMerge::kAverage:
+                merge = "averaged" + over;
                 merged = merge_replicated(slices, PieceCombine::kAverage, head.name, origin);
                 break;
             case TpMerge::kCat:
+                merge = "cat dim " + std::to_string(rule.dim) + over;
                 merged = merge_cat(slices, rule.dim, item, head.name, origin);
                 break;
             case TpMerge::kSubParams: {
@@ -409,9 +439,17 @@ class ParallelPlanner {
                 } else if (widths.empty()) {
                     widths = even_sub_param_widths(slices, rule.dim, rule.count, head.name, origin);
                 }
+                merge = std::to_string(widths.size()) + " sub-parameters along dim " +
+                        std::to_string(rule.dim) + over;
                 merged = merge_sub_params(slices, rule.dim, widths, item, head.name, origin);
                 break;
             }
+        }
+        if (rule.vocabulary) {
+            merge += options_.strip_vocab_padding
+                         ? ", vocabulary stripped to " +
+                               std::to_string(rules_->original_vocab_size()) + " rows"
+                         : ", padded vocabulary kept";
         }
         if (rule.vocabulary && options_.strip_vocab_padding) {
             if (rules_->original_vocab_size() < 0) {
@@ -434,6 +472,10 @@ class ParallelPlanner {
         std::unordered_map<std::string, std::size_t> seen;
         for (auto& stage : stages) {
             for (Merged& merged : stage) {
+                if (meta_.pp_degree > 1) {
+                    merged.merge = "stage " + std::to_string(merged.stage) +
+                                   (merged.merge.empty() ? "" : ", " + merged.merge);
+                }
                 auto it = seen.find(merged.tensor.name);
                 if (it == seen.end()) {
                     seen.emplace(merged.tensor.name, out.size());
@@ -472,6 +514,8 @@ class ParallelPlanner {
                         into.sources.push_back(source);
                     }
                 }
+                kept.merge +=
+                    ", tied copy in stage " + std::to_string(merged.stage) + " checked equal";
                 result_.notes.push_back("'" + merged.tensor.name + "' is tied across stages " +
                                         std::to_string(kept.stage) + " and " +
                                         std::to_string(merged.stage) +
@@ -581,6 +625,20 @@ class ParallelPlanner {
             }
         } else {
             moe_zero(layers, dense, experts_by_layer);
+        }
+        std::size_t described = 0;
+        for (const auto& [id, layer] : layers) {
+            for (Merged& expert : experts_by_layer[described]) {
+                std::string prefix;
+                std::string rest;
+                std::uint64_t e = 0;
+                if (split_expert_name(expert.tensor.name, prefix, e, rest)) {
+                    expert.merge = "expert " + std::to_string(e) + " of " +
+                                   std::to_string(layer.num_experts) + ", MoE layer " +
+                                   std::to_string(id >= 0 ? id : 0);
+                }
+            }
+            ++described;
         }
         // Each MoE layer's experts follow the last dense tensor of its module's deepspeed_moe
         // (its gate); a layer whose module has none goes last.
@@ -893,15 +951,15 @@ class ParallelPlanner {
                 }
                 tensor.alias_of = static_cast<std::int64_t>(owner->second);
                 tensor.shape = result_.plan.tensors[owner->second].shape;
-                result_.pieces.emplace_back();
             } else {
                 const std::uint64_t bytes = tensor.source_bytes();
                 check_pieces(entry.pieces, bytes, tensor.name);
                 if (flattenable(entry.pieces)) {
                     tensor.extents = flatten_pieces(entry.pieces, bytes, tensor.name);
                 }
-                result_.pieces.push_back(std::move(entry.pieces));
+                tensor.pieces = std::move(entry.pieces);
             }
+            tensor.merge = std::move(entry.merge);
             result_.plan.tensors.push_back(std::move(tensor));
         }
     }

@@ -36,11 +36,10 @@ struct ParallelPlanOptions {
 };
 
 struct PiecedPlan {
-    // Every output tensor. Its `extents` are flatten_pieces(pieces[i]) when flattenable (a
-    // kCheckEqual piece then contributes its first replica, unchecked), empty otherwise.
+    // Every output tensor, with its `pieces` (none for aliases) and its rule in words
+    // (`merge`). Its `extents` are flatten_pieces(pieces) when flattenable (a kCheckEqual piece
+    // then contributes its first replica, unchecked), empty otherwise.
     TensorPlan plan;
-    // pieces[i] for plan.tensors[i]; empty for aliases.
-    std::vector<std::vector<TensorPiece>> pieces;
     std::vector<std::string> warnings;
     std::vector<std::string> notes;
 };

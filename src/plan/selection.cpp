@@ -57,6 +57,8 @@ TensorPlan select_tensors(const TensorPlan& plan, const SelectionOptions& option
                 const PlannedTensor& source = plan.tensors[owner];
                 tensor.alias_of = -1;
                 tensor.extents = source.extents;
+                tensor.pieces = source.pieces;
+                tensor.merge = source.merge;
                 tensor.source_dtype = source.source_dtype;
                 tensor.output_dtype = source.output_dtype;
                 tensor.role = source.role;

@@ -22,7 +22,7 @@
 #include <string>
 #include <vector>
 
-#include "plan/tensor_plan.hpp"
+#include "common/extent.hpp"
 
 namespace z2f::plan {
 

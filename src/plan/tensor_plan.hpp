@@ -13,6 +13,7 @@
 
 #include "common/dtype.hpp"
 #include "common/extent.hpp"
+#include "plan/tensor_piece.hpp"
 #include "zero2fp32/plan.hpp"
 
 namespace z2f::plan {
@@ -27,6 +28,14 @@ struct PlannedTensor {
     // no extents of its own. -1 otherwise.
     std::int64_t alias_of = -1;
     std::vector<SourceExtent> extents;
+    // Tensors of parallel checkpoints (plan/parallel_plan.hpp): how the bytes are assembled
+    // from several sources (TP slices, replicas, tied copies). Empty when `extents` alone say
+    // it (data-parallel checkpoints, aliases). When set, `extents` are their flattening
+    // (flatten_pieces) if they are flattenable, and empty otherwise.
+    std::vector<TensorPiece> pieces;
+    // How a parallel checkpoint's tensor is made ("cat dim 0 over 2 TP ranks", "replicated,
+    // checked", "expert 3 of MoE layer 0", ...), for --dry-run and -d; empty otherwise.
+    std::string merge;
 
     std::uint64_t numel() const noexcept;
     std::uint64_t source_bytes() const noexcept { return numel() * dtype_size(source_dtype); }

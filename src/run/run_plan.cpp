@@ -13,22 +13,12 @@
 namespace z2f::run {
 namespace {
 
-plan::PlanOptions consolidation_options(const Options& options) {
-    plan::PlanOptions plan_options;
-    plan_options.dtype = options.dtype;
-    plan_options.cast_all_buffers = options.cast_all_buffers;
-    plan_options.keep_frozen_dtype = options.keep_frozen_dtype;
-    plan_options.exclude_frozen = options.exclude_frozen;
-    plan_options.stage1_frozen = options.stage1_frozen;
-    return plan_options;
-}
-
 // Everything that shapes the output bytes, and the inputs they come from.
-std::string run_identity(const checkpoint::CheckpointMeta& meta, const Options& options) {
+std::string run_identity(const TensorSource& source, const Options& options) {
     std::ostringstream text;
-    text << "checkpoint=" << meta.files.tag_dir << "\n";
-    for (std::size_t i = 0; i < meta.inputs.size(); ++i) {
-        text << "input=" << meta.inputs[i] << " " << meta.input_sizes[i] << "\n";
+    text << "checkpoint=" << source.checkpoint.tag_dir << "\n";
+    for (const InputFile& input : source.tensors.inputs) {
+        text << "input=" << input.path << " " << input.size << "\n";
     }
     text << "format=" << enum_name(options.format) << " dtype=" << dtype_display_name(options.dtype)
          << " shard=" << (options.max_shard_size ? std::to_string(*options.max_shard_size) : "none")
@@ -43,7 +33,23 @@ std::string run_identity(const checkpoint::CheckpointMeta& meta, const Options& 
         text << "exclude=" << pattern << "\n";
     for (const auto& prefix : options.strip_prefixes)
         text << "strip=" << prefix << "\n";
+    text << source.identity;
     return text.str();
+}
+
+// The copy engine executes flat extents: a tensor whose pieces average replicas has none yet.
+void require_executable(const plan::TensorPlan& tensors, const std::string& tag_dir) {
+    for (const plan::PlannedTensor& tensor : tensors.tensors) {
+        if (!tensor.pieces.empty() && !plan::flattenable(tensor.pieces)) {
+            throw_unsupported(
+                tag_dir, "parameter '" + tensor.name +
+                             "': its copies on the TP ranks are to be averaged (--tp-replicated "
+                             "average, or the checkpoint's parameter_to_average_patterns), "
+                             "which this version cannot write yet: the copy engine copies "
+                             "bytes and computes no means; use --tp-replicated check or first "
+                             "for replicated parameters");
+        }
+    }
 }
 
 }  // namespace
@@ -143,31 +149,43 @@ void RunPlan::apply_resume(const std::vector<bool>& skip) {
 }
 
 RunPlan build_run_plan(const checkpoint::CheckpointMeta& meta, const RunSettings& settings) {
+    validate_options(settings.options);
+    return build_run_plan(data_parallel_source(meta, settings.options), settings);
+}
+
+RunPlan build_run_plan(const TensorSource& source, const RunSettings& settings) {
     const Options& options = settings.options;
     validate_options(options);
     RunPlan run;
-    run.checkpoint = meta.files;
-    run.zero_stage = meta.zero_stage;
-    run.world_size = meta.world_size;
-    run.ds_version = meta.ds_version;
+    run.checkpoint = source.checkpoint;
+    run.zero_stage = source.zero_stage;
+    run.world_size = source.world_size;
+    run.ds_version = source.ds_version;
     run.ranks = settings.ranks;
     run.format = options.format;
-    run.notes = meta.notes;
+    run.notes = source.notes;
+    run.warnings = source.warnings;
+    run.parallel = source.parallel;
     if (options.format == OutputFormat::kUniversal) {
-        plan_universal_run(meta, settings, run);
-        run.identity = run_identity(meta, options);
+        if (!source.data_parallel) {
+            throw_unsupported(source.checkpoint.tag_dir,
+                              "universal output of tensor-, pipeline- or expert-parallel "
+                              "checkpoints is not supported yet (its files need the TP merge "
+                              "keys cat_dim, vocab_tensor and param_n_sub_params); convert this "
+                              "checkpoint to Hugging Face formats, or use DeepSpeed's "
+                              "ds_to_universal.py");
+        }
+        plan_universal_run(*source.data_parallel, settings, run);
+        run.identity = run_identity(source, options);
         return run;
     }
 
-    plan::ConsolidationPlan consolidation =
-        plan::plan_consolidation(meta, consolidation_options(options));
-    run.warnings = consolidation.warnings;
-    run.notes.insert(run.notes.end(), consolidation.notes.begin(), consolidation.notes.end());
     plan::SelectionOptions selection{options.include, options.exclude, options.strip_prefixes,
                                      options.untie};
-    run.tensors = plan::select_tensors(consolidation.plan, selection);
-    for (const std::string& prefix : plan::unmatched_prefixes(consolidation.plan, selection))
+    run.tensors = plan::select_tensors(source.tensors, selection);
+    for (const std::string& prefix : plan::unmatched_prefixes(source.tensors, selection))
         run.warnings.push_back("--strip-prefix '" + prefix + "' matches no tensor name");
+    require_executable(run.tensors, source.checkpoint.tag_dir);
 
     output::OutputPlan outputs = output::plan_outputs(
         run.tensors, output::OutputPlanOptions{options.format, options.max_shard_size});
@@ -177,7 +195,7 @@ RunPlan build_run_plan(const checkpoint::CheckpointMeta& meta, const RunSettings
     output::LayoutOptions layout_options;
     layout_options.hdf5_bf16_as_float = options.hdf5_bf16 == Hdf5Bf16::kFloat;
     layout_options.writer_version = settings.writer_version;
-    layout_options.source_checkpoint = meta.files.tag_dir;
+    layout_options.source_checkpoint = source.checkpoint.tag_dir;
     std::vector<plan::FileWork> work;
     for (std::uint32_t f = 0; f < outputs.files.size(); ++f) {
         run.files.push_back(
@@ -197,7 +215,7 @@ RunPlan build_run_plan(const checkpoint::CheckpointMeta& meta, const RunSettings
             file.first_task = t;
         ++file.task_count;
     }
-    run.identity = run_identity(meta, options);
+    run.identity = run_identity(source, options);
     return run;
 }
 
@@ -211,6 +229,7 @@ ConversionPlan conversion_plan_view(const RunPlan& run) {
     view.format = run.format;
     view.index = run.index_name;
     view.warnings = run.warnings;
+    view.parallel = run.parallel;
     std::vector<std::string> file_of(run.tensors.tensors.size());
     for (const OutputFileRecord& file : run.files) {
         view.files.push_back({file.name(), file.layout.size});
@@ -225,6 +244,7 @@ ConversionPlan conversion_plan_view(const RunPlan& run) {
         entry.source_dtype = tensor.source_dtype;
         entry.shape = tensor.shape;
         entry.role = tensor.role;
+        entry.merge = tensor.merge;
         if (tensor.is_alias()) {
             const auto owner = static_cast<std::size_t>(tensor.alias_of);
             entry.alias_of = run.tensors.tensors.at(owner).name;

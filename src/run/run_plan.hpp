@@ -23,6 +23,7 @@
 #include "output/output_layout.hpp"
 #include "plan/ownership.hpp"
 #include "plan/tensor_plan.hpp"
+#include "run/tensor_source.hpp"
 #include "zero2fp32/options.hpp"
 #include "zero2fp32/plan.hpp"
 
@@ -76,6 +77,7 @@ struct RunPlan {
     std::string identity;
     std::vector<std::string> warnings;  // for the user, always
     std::vector<std::string> notes;     // about the checkpoint and the plan (verbose)
+    std::optional<ConversionPlan::ParallelGrid> parallel;  // parallel checkpoints only
 
     // The tasks `rank` owns, in plan order (skipped files included).
     std::vector<const plan::WriteTask*> tasks_of(std::uint32_t rank) const;
@@ -108,6 +110,9 @@ OutputFileRecord make_file_record(output::OutputFileLayout layout,
 // errors.
 void validate_options(const Options& options);
 
+// From either reader's tensors (tensor_source.hpp).
+RunPlan build_run_plan(const TensorSource& source, const RunSettings& settings);
+// A data-parallel checkpoint: build_run_plan(data_parallel_source(meta, options), settings).
 RunPlan build_run_plan(const checkpoint::CheckpointMeta& meta, const RunSettings& settings);
 
 // The public, read-only view (zero2fp32/plan.hpp).

@@ -147,12 +147,135 @@ run_mpi 2 "$WORK/hf" "$WORK/hf_out2" -q --no-copy-hf-files
 expect_rc 0
 expect_no_file "$WORK/hf_out2/config.json"
 
-case_start "refusals name the file and what to do"
+case_start "a stray expert file next to a data-parallel checkpoint is named"
 fixture_copy z2_ws2_fp32 "$WORK/moe"
 touch "$WORK/moe/global_step2/layer_0_expert_0_mp_rank_00_model_states.pt"
 run_mpi 2 "$WORK/moe" "$WORK/moe_out"
 expect_rc 1
-expect_stderr "layer_0_expert_0_mp_rank_00_model_states.pt: Mixture-of-Experts"
+expect_stderr "layer_0_expert_0_mp_rank_00_model_states.pt: "
 expect_no_file "$WORK/moe_out"
+
+# --- tensor-, pipeline- and expert-parallel checkpoints ---------------------------------------
+# Synthetic copies of the parallel fixtures (rules removed, a replica changed, refused layouts)
+# come from the corrupt-corpus tool.
+PARALLEL="$Z2F_FIXTURES/../deepspeed-parallel"
+"$Z2F_CORPUS_TOOL" "$Z2F_FIXTURES" "$WORK/corpus" >/dev/null || fail "cannot build the corpus"
+
+case_start "--dry-run and -d show the grid and the merge rule of every tensor"
+run_mpi 2 "$PARALLEL/tp2_dp2_z1_fp32" "$WORK/tp_dry" --dry-run
+expect_rc 0
+expect_no_file "$WORK/tp_dry"
+for text in "grid: tensor-parallel, TP 2 x PP 1 x DP 2" "mp_rank_01_model_states.pt  *model states, TP rank 1" \
+            "dense_4h_to_h.weight  *cat dim 1 over 2 TP ranks" "2 sub-parameters along dim 0" \
+            "final_layernorm.bias  *replicated over 2 TP ranks, checked equal" "padded vocabulary kept"; do
+    grep -q -- "$text" "$WORK/out.txt" || fail "dry run lacks '$text'"
+done
+run_mpi 1 "$PARALLEL/moe_ep2_dp2_z2_fp32" "$WORK/moe_dry" --dry-run -d
+expect_rc 0
+grep -q "grid: mixture-of-experts, TP 1 x PP 1 x DP 4, EP 2" "$WORK/out.txt" || fail "MoE grid"
+expect_stderr "deepspeed_experts.3.0.weight full shape: (23, 16).*expert 3 of 4, MoE layer 0"
+run_mpi 1 "$PARALLEL/pp2_dp2_z1_fp32" "$WORK/pp_dry" --dry-run
+grep -q "layer_04-model_states.pt  *pipeline layer 4" "$WORK/out.txt" || fail "pipeline grid"
+grep -q "^  4.weight  *stage 1" "$WORK/out.txt" || fail "pipeline stage of 4.weight"
+
+case_start "parallel checkpoints convert and --verify every byte"
+for fixture in tp2_dp2_z1_fp32 pp2_dp2_z1_fp32 pp2_dp1_z0_fp32 moe_ep2_dp2_z2_fp32; do
+    run_mpi 3 "$PARALLEL/$fixture" "$WORK/par_$fixture" -q --max-shard-size 3KB
+    expect_rc 0
+    expect_file "$WORK/par_$fixture/model.safetensors.index.json"
+    # --verify only reads: every byte against the checkpoint, on another rank count.
+    run_mpi 2 "$PARALLEL/$fixture" "$WORK/par_$fixture" --verify
+    expect_rc 0
+    expect_stderr "every output byte matches"
+done
+
+case_start "a TP checkpoint without rules is refused and converts with --tp-rules"
+run_mpi 2 "$WORK/corpus/tp_without_rules" "$WORK/norules"
+expect_rc 1
+expect_stderr "without merge rules"
+expect_stderr "give them with --tp-rules FILE"
+expect_no_file "$WORK/norules"
+cat >"$WORK/rules.json" <<'JSON'
+{
+  "original_vocab_size": 50,
+  "default": "column",
+  "rules": {
+    "language_model\\.embedding\\.word_embeddings\\.weight": "vocabulary",
+    "language_model\\.embedding\\.position_embeddings\\.weight": "replicated",
+    "language_model\\.encoder\\.(layers\\.\\d+\\.input_layernorm|final_layernorm)\\.": "replicated",
+    "language_model\\.encoder\\.layers\\.\\d+\\.mlp\\.dense_4h_to_h\\.bias": "replicated",
+    "language_model\\.encoder\\.layers\\.\\d+\\.mlp\\.dense_4h_to_h\\.weight": "row",
+    "language_model\\.encoder\\.layers\\.1\\.mlp\\.dense_h_to_4h\\.": {"merge": "sub_params", "count": 2}
+  }
+}
+JSON
+run_mpi 2 "$PARALLEL/tp2_dp2_z1_fp32" "$WORK/tp_own" -q --max-shard-size none --summary-json "$WORK/tp.json"
+expect_rc 0
+grep -q '"kind": "tensor-parallel"' "$WORK/tp.json" || fail "summary has no parallel grid"
+grep -q '"tp_replicated": "check"' "$WORK/tp.json" || fail "summary has no --tp-replicated"
+run_mpi 3 "$WORK/corpus/tp_without_rules" "$WORK/tp_file" -q --max-shard-size none --tp-rules "$WORK/rules.json"
+expect_rc 0
+cmp -s "$WORK/tp_own/model.safetensors" "$WORK/tp_file/model.safetensors" ||
+    fail "--tp-rules output differs from the checkpoint's own rules"
+run_mpi 2 "$WORK/corpus/tp_without_rules" "$WORK/never" --tp-rules "$WORK/absent.json"
+expect_rc 2
+expect_stderr "absent.json: no such file"
+echo '{"rules": {"x": "diagonal"}}' >"$WORK/bad_rules.json"
+run_mpi 2 "$WORK/corpus/tp_without_rules" "$WORK/never" --tp-rules "$WORK/bad_rules.json"
+expect_rc 1
+expect_stderr "bad_rules.json"
+expect_no_file "$WORK/never"
+
+case_start "--tp-replicated: a mismatch names the parameter and its largest difference"
+run_mpi 3 "$WORK/corpus/tp_replica_mismatch" "$WORK/mismatch"
+expect_rc 1
+expect_stderr "error: the copies of a replicated or tied tensor are not bit-equal: 'language_model.encoder.layers.1.input_layernorm.bias'"
+expect_stderr "largest difference 0.5 at element 5"
+expect_stderr "zero_pp_rank_[01]_mp_rank_01_optim_states.pt"
+expect_no_file "$WORK/mismatch"
+run_mpi 2 "$WORK/corpus/tp_replica_mismatch" "$WORK/mismatch" -q --tp-replicated first
+expect_rc 0
+cmp -s "$WORK/tp_own/model.safetensors" "$WORK/mismatch/model.safetensors" ||
+    fail "--tp-replicated first did not take TP rank 0's copies"
+run_mpi 2 "$WORK/corpus/tp_replica_mismatch" "$WORK/never" --tp-replicated average
+expect_rc 1
+expect_stderr "use --tp-replicated check or first"
+run_mpi 1 "$WORK/corpus/tp_replica_mismatch" "$WORK/never" --tp-replicated mean
+expect_rc 2
+expect_stderr "--tp-replicated must be check, first or average"
+expect_no_file "$WORK/never"
+
+case_start "--strip-vocab-padding keeps original_vocab_size rows"
+run_mpi 2 "$PARALLEL/tp2_dp2_z1_fp32" "$WORK/stripped" --strip-vocab-padding --dry-run
+expect_rc 0
+grep -q "word_embeddings.weight  *cat dim 0 over 2 TP ranks, vocabulary stripped to 50 rows" "$WORK/out.txt" ||
+    fail "dry run does not show the stripped vocabulary"
+run_mpi 2 "$PARALLEL/tp2_dp2_z1_fp32" "$WORK/stripped" -q --strip-vocab-padding --max-shard-size none
+expect_rc 0
+"$Z2F_INSPECT" "$WORK/stripped/model.safetensors" >"$WORK/inspect.txt" 2>&1 || fail "inspect"
+grep -A3 "word_embeddings.weight" "$WORK/inspect.txt" | grep -q "50, 16" ||
+    fail "the vocabulary is not 50 x 16: $(grep -A3 word_embeddings "$WORK/inspect.txt" | head -4)"
+[[ $(stat -c %s "$WORK/stripped/model.safetensors") -lt $(stat -c %s "$WORK/tp_own/model.safetensors") ]] ||
+    fail "the stripped output is not smaller"
+
+case_start "without ZeRO files the model file's weights are converted, with a warning"
+fixture_copy z2_ws2_fp32 "$WORK/zero0"
+rm "$WORK"/zero0/global_step2/*_optim_states.pt
+run_mpi 2 "$WORK/zero0" "$WORK/zero0_out"
+expect_rc 0
+expect_stderr "warning: .*no optimizer files and no optimizer state in the model files"
+cmp -s "$WORK/zero0_out/model.safetensors" "$Z2F_FIXTURES/z2_ws2_fp32/ref/safetensors/model.safetensors" ||
+    fail "the fp32 module weights differ from zero_to_fp32's output"
+
+case_start "refused parallel layouts say what is missing"
+for refused in "zero3_with_tp:ZeRO-3 with tensor parallelism" \
+               "moe_with_tp:MoE expert files together with tensor parallelism" \
+               "autoep_zero3:AutoEP ZeRO-3"; do
+    name=${refused%%:*}
+    run_mpi 2 "$WORK/corpus/$name" "$WORK/refused_$name"
+    expect_rc 1
+    expect_stderr "${refused#*:}"
+    expect_no_file "$WORK/refused_$name"
+done
 
 finish

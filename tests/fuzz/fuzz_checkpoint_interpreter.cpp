@@ -13,11 +13,15 @@
 //                optimizer-states file.
 //
 // Every file is read as a full model-states file, a frozen-fragments-only model-states file and
-// an optimizer-states file. When the model and the optimizer reading both succeed, they are
-// assembled into a CheckpointMeta for a world of partition_count ranks (at most 8) whose every
-// rank holds that same file, and planned. Post-conditions checked on success: every located
-// tensor lies in its file, numel and byte length agree with shape and dtype, and every planned
-// tensor's extents lie in their input files and add up to its size.
+// an optimizer-states file, and by the parallel readers (src/checkpoint/parallel_states_reader.hpp)
+// as a model file's extras, an optimizer file's extras and a layer or expert state dict. When the
+// model and the optimizer reading both succeed, they are assembled into a CheckpointMeta for a
+// world of partition_count ranks (at most 8) whose every rank holds that same file, and planned;
+// and into a tensor-parallel checkpoint of two TP ranks that both hold those files, merged by the
+// rules the model file carries (docs/parallel-checkpoints.md §3). Post-conditions checked on
+// success: every located tensor lies in its file, numel and byte length agree with shape and
+// dtype, and every planned tensor's extents lie in their input files and add up to its size
+// (for merged tensors: when they can be flattened).
 #include <algorithm>
 #include <cstdint>
 #include <optional>
@@ -25,12 +29,15 @@
 #include <vector>
 
 #include "checkpoint/assemble.hpp"
+#include "checkpoint/parallel_assemble.hpp"
+#include "checkpoint/parallel_states_reader.hpp"
 #include "checkpoint/states_reader.hpp"
 #include "common/checked_math.hpp"
 #include "container/torch_file.hpp"
 #include "fuzz_support.hpp"
 #include "pickle/machine.hpp"
 #include "plan/consolidation.hpp"
+#include "plan/parallel_plan.hpp"
 #include "support/zip_builder.hpp"
 
 namespace z2f::fuzz {
@@ -111,6 +118,8 @@ struct FileReading {
     std::uint64_t size = 0;
     std::optional<checkpoint::ModelStatesInfo> model;
     std::optional<checkpoint::OptimStatesInfo> optim;
+    std::optional<checkpoint::ParallelModelExtras> model_extras;
+    std::optional<checkpoint::ParallelOptimExtras> optim_extras;
 };
 
 // Locates every tensor of the document directly, as zero2fp32-inspect does, and checks that a
@@ -168,11 +177,20 @@ FileReading read_file(const std::string& path) {
         }
         reading.optim = std::move(info);
     });
+    run_guarded(kTarget,
+                [&] { reading.model_extras = checkpoint::read_parallel_model_extras(*file); });
+    run_guarded(kTarget,
+                [&] { reading.optim_extras = checkpoint::read_parallel_optim_extras(*file); });
+    run_guarded(kTarget, [&] {
+        checkpoint::StateDictInfo state = checkpoint::read_state_dict_file(*file, 0);
+        for (const checkpoint::NamedTensor& named : state.tensors) {
+            check_ref(named.tensor, reading.size, "state dict tensor");
+        }
+    });
     return reading;
 }
 
-void check_plan(const plan::ConsolidationPlan& result) {
-    const plan::TensorPlan& plan = result.plan;
+void check_plan(const plan::TensorPlan& plan) {
     for (std::size_t i = 0; i < plan.tensors.size(); ++i) {
         const plan::PlannedTensor& tensor = plan.tensors[i];
         if (tensor.is_alias()) {
@@ -185,6 +203,9 @@ void check_plan(const plan::ConsolidationPlan& result) {
         std::optional<std::uint64_t> expected =
             numel ? checked_mul(*numel, dtype_size(tensor.source_dtype)) : std::nullopt;
         expect(expected.has_value(), kTarget, "tensor '" + tensor.name + "' size overflows");
+        if (!tensor.pieces.empty() && !plan::flattenable(tensor.pieces)) {
+            continue;  // averaged replicas: no flat extents
+        }
         std::uint64_t total = 0;
         for (const SourceExtent& extent : tensor.extents) {
             expect(extent.file < plan.inputs.size(), kTarget,
@@ -270,7 +291,60 @@ void plan_checkpoint(const std::string& model_path, const FileReading& model_fil
     slim.exclude_frozen = true;
     slim.stage1_frozen = Stage1Frozen::kSkip;
     for (const plan::PlanOptions* options : {&defaults, &parity, &slim}) {
-        run_guarded(kTarget, [&] { check_plan(plan::plan_consolidation(*meta, *options)); });
+        run_guarded(kTarget, [&] { check_plan(plan::plan_consolidation(*meta, *options).plan); });
+    }
+}
+
+// Two TP ranks that both hold `model_file`, each with `world` copies of `optim_file` as its
+// ZeRO partitions (none when the optimizer reading failed: ZeRO-0), assembled and merged.
+void plan_tensor_parallel(const std::string& model_path, const FileReading& model_file,
+                          const std::string& optim_path, const FileReading& optim_file) {
+    std::size_t world = 0;
+    if (optim_file.optim && optim_file.optim_extras && !optim_file.optim->partition_count.empty()) {
+        std::int64_t count = *std::max_element(optim_file.optim->partition_count.begin(),
+                                               optim_file.optim->partition_count.end());
+        if (count < 1 || count > kMaxPlannedWorld) {
+            return;
+        }
+        world = static_cast<std::size_t>(count);
+    }
+    checkpoint::FileGrid grid;
+    grid.folder = {"/fuzz", "global_step1", "/fuzz/global_step1"};
+    grid.model_files = {model_path, model_path};
+    if (world > 0) {
+        grid.optim_files.assign(2, std::vector<std::string>(world, optim_path));
+    }
+    grid.tp_degree = 2;
+    std::vector<checkpoint::ParallelFileMeta> metas;
+    for (std::uint32_t mp = 0; mp < 2; ++mp) {
+        checkpoint::ParallelModelFile model{*model_file.model, *model_file.model_extras};
+        for (checkpoint::NamedTensor& named : model.states.module_tensors) {
+            named.tensor.file = mp;
+        }
+        for (checkpoint::NamedTensor& named : model.states.frozen_param_fragments) {
+            named.tensor.file = mp;
+        }
+        metas.push_back({model_file.size, std::move(model)});
+    }
+    for (std::uint32_t i = 0; i < 2 * world; ++i) {
+        checkpoint::ParallelOptimFile optim{*optim_file.optim, *optim_file.optim_extras};
+        for (checkpoint::TensorRef& ref : optim.states.master) {
+            ref.file = 2 + i;
+        }
+        metas.push_back({optim_file.size, std::move(optim)});
+    }
+    std::optional<checkpoint::ParallelCheckpointMeta> meta;
+    if (!run_guarded(kTarget,
+                     [&] { meta = checkpoint::assemble_parallel_meta(grid, std::move(metas)); })) {
+        return;
+    }
+    for (plan::ReplicaPolicy policy :
+         {plan::ReplicaPolicy::kCheck, plan::ReplicaPolicy::kAverage}) {
+        plan::ParallelPlanOptions options;
+        options.tp_replicated = policy;
+        options.strip_vocab_padding = policy == plan::ReplicaPolicy::kAverage;
+        run_guarded(kTarget,
+                    [&] { check_plan(plan::plan_parallel_consolidation(*meta, options).plan); });
     }
 }
 
@@ -302,6 +376,9 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     const fuzz::FileReading& optim = readings.back();
     if (model.model && optim.optim) {
         fuzz::plan_checkpoint(paths.front(), model, optim_path, optim);
+    }
+    if (model.model && model.model_extras) {
+        fuzz::plan_tensor_parallel(paths.front(), model, optim_path, optim);
     }
     return 0;
 }

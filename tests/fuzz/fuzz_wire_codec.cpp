@@ -1,6 +1,6 @@
 // libFuzzer target: the wire codec (src/common/wire_codec.hpp) and every payload decoded with it
 // between ranks: the file list, per-file metadata (data-parallel and parallel layouts), the
-// file grid, phase outcomes.
+// file grid, phase outcomes, discovery's routed payload (checkpoint/routing.hpp).
 //
 // The first input byte chooses the payload, the rest is decoded. Payloads only ever come from
 // another rank of the same run, so their contract differs from the file readers': a malformed
@@ -11,6 +11,7 @@
 
 #include "checkpoint/meta_codec.hpp"
 #include "checkpoint/parallel_meta_codec.hpp"
+#include "checkpoint/routing.hpp"
 #include "fuzz_support.hpp"
 #include "parallel/agreement.hpp"
 
@@ -40,7 +41,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     if (size == 0)
         return 0;
     std::span<const std::byte> payload = fuzz::as_bytes(data + 1, size - 1);
-    switch (data[0] % 5) {
+    switch (data[0] % 6) {
         case 0:
             decode_guarded([&] {
                 checkpoint::CheckpointFiles files = checkpoint::decode_files(payload);
@@ -76,11 +77,18 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
                              "file grid does not encode back to its bytes");
             });
             break;
-        default:
+        case 4:
             decode_guarded([&] {
                 parallel::Outcome outcome = parallel::decode_outcome(payload);
                 fuzz::expect(parallel::encode_outcome(outcome) == copy_of(payload), kTarget,
                              "outcome does not encode back to its bytes");
+            });
+            break;
+        default:
+            decode_guarded([&] {
+                checkpoint::DiscoveredCheckpoint found = checkpoint::decode_discovered(payload);
+                fuzz::expect(checkpoint::encode_discovered(found) == copy_of(payload), kTarget,
+                             "discovered checkpoint does not encode back to its bytes");
             });
             break;
     }

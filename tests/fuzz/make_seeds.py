@@ -13,7 +13,10 @@ OUT_DIR/<target>/ receives, per fuzz target:
   checkpoint_interpreter  the fixtures' model and optimizer files (whole, and with CRCs zeroed so
                           that mutations of their pickles are not all stopped by the CRC check),
                           their data.pkl alone, and "model pickle SEPARATOR optimizer pickle"
-                          pairs (see fuzz_checkpoint_interpreter.cpp)
+                          pairs (see fuzz_checkpoint_interpreter.cpp); from the parallel
+                          fixtures (FIXTURES_DIR/../deepspeed-parallel) the model file of a TP
+                          rank (merge rules), optimizer files with param_slice_mappings, and the
+                          layer and expert files
 
 File names are meaningless; make_corpus.sh renames them by content hash, which dedupes.
 """
@@ -305,6 +308,21 @@ def main():
                      "z3_ws2_fp32_torch2/global_step2/zero_pp_rank_0_mp_rank_00_optim_states.pt"):
         data = open(os.path.join(fixtures, relative), "rb").read()
         writer.put("checkpoint_interpreter", "nocrc-" + os.path.basename(relative), zero_crcs(data))
+    # Tensor-, pipeline- and expert-parallel fixtures: what only they hold.
+    parallel = os.path.join(fixtures, "..", "deepspeed-parallel")
+    for tag_dir in sorted(glob.glob(os.path.join(parallel, "*", "global_step*"))):
+        names = sorted(os.listdir(tag_dir))
+        models = [n for n in names if n.startswith("mp_rank_")]
+        optims = [n for n in names if n.startswith("zero_pp_rank_0_")]
+        states = [n for n in names if n.startswith("layer_")][:2]
+        model = models[-1]
+        for name in [model] + optims[:1] + states:
+            writer.put("pickle", name + ".pkl", data_pkl(os.path.join(tag_dir, name)))
+            writer.put("checkpoint_interpreter", name + ".pkl", data_pkl(os.path.join(tag_dir, name)))
+        if optims:
+            writer.put("checkpoint_interpreter", "pair-" + os.path.basename(os.path.dirname(tag_dir)),
+                       data_pkl(os.path.join(tag_dir, model)) + SEPARATOR +
+                       data_pkl(os.path.join(tag_dir, optims[-1])))
     writer.put("zip_reader", "expected.pt", open(os.path.join(fixtures, "z2_ws2_fp32", "expected.pt"), "rb").read())
     writer.put("zip_reader", "pytorch_model.bin",
                open(os.path.join(fixtures, "z2_ws2_fp32", "ref", "bin", "pytorch_model.bin"), "rb").read())

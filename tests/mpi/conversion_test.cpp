@@ -395,5 +395,135 @@ TEST(MpiConversion, VerifyOnlyReadsAndResumeOfAFinishedOutputKeepsEveryFile) {
     EXPECT_EQ(listing(), before);
 }
 
+// --- tensor-, pipeline- and expert-parallel checkpoints (tests/data/deepspeed-parallel) -------
+
+const char* kParallelFixtures[] = {"tp2_dp2_z1_fp32", "pp2_dp2_z1_fp32", "pp2_dp1_z0_fp32",
+                                   "moe_ep2_dp2_z2_fp32"};
+
+std::string parallel_fixture(const std::string& name) {
+    return "../deepspeed-parallel/" + name;
+}
+
+// Every tensor of every output file of `dir` in `format` (HDF5: the single model.h5, read by
+// the expected names).
+std::vector<ExpectedTensor> read_outputs(const std::string& dir, OutputFormat format,
+                                         const std::vector<ExpectedTensor>& expected) {
+    std::vector<ExpectedTensor> tensors;
+    if (format == OutputFormat::kHdf5) {
+        for (const ExpectedTensor& truth : expected) {
+            auto dataset = testing::read_hdf5_dataset(dir + "/model.h5", truth.name);
+            tensors.push_back({truth.name, truth.dtype, dataset.shape, dataset.bytes});
+        }
+        return tensors;
+    }
+    for (const std::string& name : testing::list_tree(dir)) {
+        std::vector<ExpectedTensor> part;
+        if (format == OutputFormat::kSafetensors && name.ends_with(".safetensors"))
+            part = testing::read_safetensors(dir + "/" + name).tensors;
+        else if (format == OutputFormat::kTorch && name.ends_with(".bin"))
+            part = testing::read_torch_state_dict(dir + "/" + name);
+        tensors.insert(tensors.end(), part.begin(), part.end());
+    }
+    return tensors;
+}
+
+void expect_engine_weights(const std::vector<ExpectedTensor>& ours,
+                           const std::vector<ExpectedTensor>& expected, DType dtype) {
+    EXPECT_EQ(ours.size(), expected.size());
+    for (const ExpectedTensor& truth : expected) {
+        const ExpectedTensor* tensor = testing::find_tensor(ours, truth.name);
+        ASSERT_NE(tensor, nullptr) << truth.name;
+        EXPECT_EQ(tensor->shape, truth.shape) << truth.name;
+        std::vector<std::byte> want = truth.bytes;
+        if (dtype != DType::kF32) {
+            want.resize(truth.bytes.size() / 4 * dtype_size(dtype));
+            io::convert_elements(DType::kF32, truth.bytes, dtype, want);
+        }
+        EXPECT_TRUE(tensor->bytes == want) << truth.name;
+    }
+}
+
+TEST(MpiConversion, ParallelCheckpointsEqualTheEnginesWeightsInEveryFormat) {
+    for (const char* fixture : kParallelFixtures) {
+        auto expected = testing::read_expected_state_dict(
+            testing::fixture_path(parallel_fixture(fixture) + "/expected.pt"));
+        for (OutputFormat format :
+             {OutputFormat::kSafetensors, OutputFormat::kTorch, OutputFormat::kHdf5}) {
+            std::string out = output_dir("parallel/" + std::string(fixture) + "_" +
+                                         std::string(enum_name(format)));
+            ASSERT_EQ(convert(parallel_fixture(fixture), out,
+                              [&](Options& o) {
+                                  o.format = format;
+                                  // Several files and owners, except HDF5 (read as one file).
+                                  if (format == OutputFormat::kHdf5)
+                                      o.max_shard_size.reset();
+                                  else
+                                      o.max_shard_size = 3'000;
+                              }),
+                      ExitCode::kOk)
+                << fixture << " " << enum_name(format);
+            // Read-only --verify of what was written: every byte against the checkpoint.
+            ASSERT_EQ(convert(parallel_fixture(fixture), out, [](Options& o) { o.verify = true; }),
+                      ExitCode::kOk)
+                << fixture << " " << enum_name(format) << " --verify";
+            if (!root())
+                continue;
+            SCOPED_TRACE(std::string(fixture) + " " + std::string(enum_name(format)));
+            expect_engine_weights(read_outputs(out, format, expected), expected, DType::kF32);
+        }
+    }
+}
+
+TEST(MpiConversion, ParallelCheckpointsInBf16) {
+    for (const char* fixture : {"tp2_dp2_z1_fp32", "moe_ep2_dp2_z2_fp32"}) {
+        auto expected = testing::read_expected_state_dict(
+            testing::fixture_path(parallel_fixture(fixture) + "/expected.pt"));
+        std::string out = output_dir("parallel_bf16/" + std::string(fixture));
+        ASSERT_EQ(convert(parallel_fixture(fixture), out,
+                          [](Options& o) {
+                              o.dtype = DType::kBF16;
+                              o.max_shard_size.reset();
+                              o.buffer_size = 1000;  // tensors cross buffer boundaries
+                          }),
+                  ExitCode::kOk);
+        if (root()) {
+            SCOPED_TRACE(fixture);
+            expect_engine_weights(read_outputs(out, OutputFormat::kSafetensors, expected), expected,
+                                  DType::kBF16);
+        }
+    }
+}
+
+TEST(MpiConversion, TensorParallelOptions) {
+    const std::string fixture = parallel_fixture("tp2_dp2_z1_fp32");
+    auto expected =
+        testing::read_expected_state_dict(testing::fixture_path(fixture + "/expected.pt"));
+    // TP rank 0's copies of the (bit-equal) replicas: the same bytes as checking them.
+    std::string first = output_dir("parallel_options/first");
+    ASSERT_EQ(convert(fixture, first, [](Options& o) { o.tp_replicated = TpReplicated::kFirst; }),
+              ExitCode::kOk);
+    // The padded vocabulary cut to original_vocab_size rows, as universal checkpoints keep it.
+    std::string stripped = output_dir("parallel_options/strip_vocab");
+    ASSERT_EQ(convert(fixture, stripped, [](Options& o) { o.strip_vocab_padding = true; }),
+              ExitCode::kOk);
+    // Averaging is not executable yet: refused before anything is written.
+    std::string average = output_dir("parallel_options/average");
+    EXPECT_EQ(
+        convert(fixture, average, [](Options& o) { o.tp_replicated = TpReplicated::kAverage; }),
+        ExitCode::kConversionError);
+    if (!root())
+        return;
+    EXPECT_FALSE(fs::exists(average));
+    expect_engine_weights(read_outputs(first, OutputFormat::kSafetensors, expected), expected,
+                          DType::kF32);
+    auto content = testing::read_safetensors(stripped + "/model.safetensors");
+    const std::string vocab = "language_model.embedding.word_embeddings.weight";
+    const ExpectedTensor* cut = testing::find_tensor(content.tensors, vocab);
+    const ExpectedTensor* full = testing::find_tensor(expected, vocab);
+    ASSERT_NE(cut, nullptr);
+    EXPECT_EQ(cut->shape, (std::vector<std::uint64_t>{50, 16}));
+    EXPECT_TRUE(std::equal(cut->bytes.begin(), cut->bytes.end(), full->bytes.begin()));
+}
+
 }  // namespace
 }  // namespace z2f

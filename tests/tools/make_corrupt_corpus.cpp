@@ -7,9 +7,14 @@
 // headers and pickles; a wrong CRC; missing, extra and mismatched rank files; a `latest` that
 // names a missing tag; a tag without optimizer files; empty files; a directory where a file
 // should be; a symlink loop; pickles with huge declared lengths or extreme nesting; shapes whose
-// element count overflows 64 bits; tensor views past their storage record.
+// element count overflows 64 bits; tensor views past their storage record. And, from the
+// parallel fixtures (FIXTURES/../deepspeed-parallel): broken model, layer and expert files, holes
+// in the grid, files of two layouts, a tensor-parallel checkpoint whose rules were removed, TP
+// replicas that differ, and the refused combinations (ZeRO-3 with TP, MoE with TP, AutoEP
+// ZeRO-3).
 #include <cstdint>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -17,10 +22,12 @@
 #include <string>
 #include <vector>
 
+#include "checkpoint/parallel_assemble.hpp"
 #include "common/bytes.hpp"
 #include "container/zip_reader.hpp"
 #include "container/zip_writer.hpp"
 #include "io/posix_file.hpp"
+#include "plan/parallel_plan.hpp"
 
 namespace fs = std::filesystem;
 
@@ -56,6 +63,29 @@ std::string copy_case(const std::string& label, const std::string& fixture) {
 // One line per case: name, checkpoint folder, text the error message must contain (tabs).
 void record_case(const std::string& label, const std::string& expect) {
     g_cases << label << "\t" << g_out << "/" << label << "\t" << expect << "\n";
+}
+
+// Rewrites a torch file with record `name` passed through `edit` (all other records copied),
+// so that every CRC stays right.
+void rewrite_record(const std::string& path, const std::string& name,
+                    const std::function<void(Bytes&, std::uint64_t)>& edit) {
+    z2f::io::File file = z2f::io::File::open_read(path);
+    z2f::container::TorchArchive archive = z2f::container::TorchArchive::open(file);
+    std::vector<std::pair<std::string, Bytes>> records;
+    for (const z2f::container::ZipRecord& record : archive.records()) {
+        Bytes data = archive.read_record(file, record, UINT64_MAX);
+        if (record.name == name || record.name.ends_with("/" + name))
+            edit(data, archive.data_offset(file, record));
+        records.emplace_back(record.name, std::move(data));
+    }
+    std::string prefix = archive.prefix();
+    file.close();
+    std::string temp = path + ".new";
+    z2f::container::zip::TorchZipWriter writer(temp, prefix);
+    for (const auto& [record_name, data] : records)
+        writer.add_record(record_name, data);
+    writer.finish();
+    fs::rename(temp, path);
 }
 
 // Rewrites a torch file with its data.pkl passed through `edit` (all other records copied).
@@ -123,6 +153,149 @@ void flip(const std::string& path, std::uint64_t offset) {
     Bytes bytes = read_all(path);
     bytes.at(static_cast<std::size_t>(offset)) ^= std::byte{0xFF};
     write_all(path, bytes);
+}
+
+// Adds `delta` to fp32 element `element` of copy `copy` of a TP-replicated tensor, found through
+// the parallel plan: the byte range of that element in its input file, then the storage record
+// holding it, rewritten.
+void perturb_replica(const std::string& tag_dir, const std::string& tensor, std::size_t copy,
+                     std::uint64_t element, float delta) {
+    z2f::checkpoint::ParallelCheckpointMeta meta = z2f::checkpoint::read_parallel_checkpoint_meta(
+        z2f::checkpoint::discover_file_grid(tag_dir, ""));
+    z2f::plan::PiecedPlan plan = z2f::plan::plan_parallel_consolidation(meta, {});
+    for (const z2f::plan::PlannedTensor& planned : plan.plan.tensors) {
+        if (planned.name != tensor)
+            continue;
+        const z2f::SourceExtent at =
+            z2f::plan::slice_stream(planned.pieces.at(0).sources.at(copy), element * 4, 4).front();
+        const std::string path = plan.plan.inputs.at(at.file).path;
+        z2f::io::File file = z2f::io::File::open_read(path);
+        z2f::container::TorchArchive archive = z2f::container::TorchArchive::open(file);
+        for (const z2f::container::ZipRecord& record : archive.records()) {
+            std::uint64_t begin = archive.data_offset(file, record);
+            if (at.offset < begin || at.offset + 4 > begin + record.size)
+                continue;
+            std::string name = record.name;
+            file.close();
+            rewrite_record(path, name, [&](Bytes& data, std::uint64_t data_offset) {
+                float value;
+                std::memcpy(&value, &data.at(at.offset - data_offset), 4);
+                value += delta;
+                std::memcpy(&data.at(at.offset - data_offset), &value, 4);
+            });
+            return;
+        }
+        throw std::runtime_error("no record holds element " + std::to_string(element) + " of " +
+                                 tensor);
+    }
+    throw std::runtime_error("no tensor " + tensor + " in " + tag_dir);
+}
+
+// Copies the files of model-parallel rank 00 as rank `mp` (names only change).
+void copy_as_mp_rank(const std::string& tag, const std::string& mp) {
+    for (const auto& entry : fs::directory_iterator(tag)) {
+        std::string name = entry.path().filename().string();
+        std::size_t at = name.find("mp_rank_00");
+        if (at == std::string::npos || name.starts_with("expp_rank_"))
+            continue;
+        std::string renamed = name;
+        renamed.replace(at, 10, "mp_rank_" + mp);
+        fs::copy_file(entry.path(), tag + "/" + renamed);
+    }
+}
+
+const std::string kParallel = "../deepspeed-parallel/";
+
+void parallel_cases() {
+    const std::string tp = kParallel + "tp2_dp2_z1_fp32";
+    const std::string pp = kParallel + "pp2_dp2_z1_fp32";
+    const std::string moe = kParallel + "moe_ep2_dp2_z2_fp32";
+    {
+        std::string tag = copy_case("parallel_truncated_tp_model_file", tp);
+        const std::string name = "mp_rank_01_model_states.pt";
+        RecordSpan pickle = locate(tag + "/" + name, "data.pkl");
+        truncate_to(tag + "/" + name, pickle.data_offset + pickle.size / 2);
+        record_case("parallel_truncated_tp_model_file", name);
+    }
+    {
+        std::string tag = copy_case("parallel_flipped_layer_pickle", pp);
+        const std::string name = "layer_04-model_states.pt";
+        RecordSpan pickle = locate(tag + "/" + name, "data.pkl");
+        flip(tag + "/" + name, pickle.data_offset + pickle.size / 3);
+        record_case("parallel_flipped_layer_pickle", name);
+    }
+    {
+        std::string tag = copy_case("parallel_zero_length_expert_file", moe);
+        const std::string name = "layer_0_expert_2_mp_rank_00_model_states.pt";
+        truncate_to(tag + "/" + name, 0);
+        record_case("parallel_zero_length_expert_file", name);
+    }
+    {
+        std::string tag = copy_case("parallel_missing_tp_optim_file", tp);
+        fs::remove(tag + "/zero_pp_rank_1_mp_rank_01_optim_states.pt");
+        record_case("parallel_missing_tp_optim_file", "mp rank 01 has 1 optimizer files");
+    }
+    {
+        std::string tag = copy_case("parallel_missing_expert_file", moe);
+        fs::remove(tag + "/layer_0_expert_3_mp_rank_00_model_states.pt");
+        record_case("parallel_missing_expert_file", "but 3 expert files");
+    }
+    {
+        std::string tag = copy_case("parallel_both_layer_file_forms", pp);
+        fs::copy_file(tag + "/layer_04-model_states.pt",
+                      tag + "/layer_03-model_00-model_states.pt");
+        record_case("parallel_both_layer_file_forms", "holds both layer_LL-model_states.pt");
+    }
+    {
+        std::string tag = copy_case("tp_without_rules", tp);
+        for (const char* name : {"mp_rank_00_model_states.pt", "mp_rank_01_model_states.pt"}) {
+            rewrite_pickle(tag + "/" + name, [](Bytes& pkl) {
+                replace_after(pkl, "", "universal_checkpoint_info", "universal_checkpoint_xxxx");
+            });
+        }
+        record_case("tp_without_rules", "--tp-rules");
+    }
+    {
+        std::string tag = copy_case("tp_replica_mismatch", tp);
+        perturb_replica(tag, "language_model.encoder.layers.1.input_layernorm.bias", 1, 5, 0.5f);
+        record_case("tp_replica_mismatch", "largest difference 0.5 at element 5");
+    }
+    {
+        std::string tag = copy_case("zero3_with_tp", "z3_ws2_fp32");
+        copy_as_mp_rank(tag, "01");
+        record_case("zero3_with_tp", "ZeRO-3 with tensor parallelism");
+    }
+    {
+        std::string tag = copy_case("moe_with_tp", moe);
+        copy_as_mp_rank(tag, "01");
+        record_case("moe_with_tp", "MoE expert files together with tensor parallelism");
+    }
+    {
+        // A ZeRO-3 model file of AutoEP: ds_autoep_layers with a zero3_partitioned layer,
+        // added to the top-level dict (right after its first MARK).
+        std::string tag = copy_case("autoep_zero3", "z3_ws2_fp32");
+        auto text = [](const std::string& value) {
+            std::string out = "X";
+            for (int shift = 0; shift < 32; shift += 8)
+                out.push_back(static_cast<char>((value.size() >> shift) & 0xFF));
+            return out + value;
+        };
+        const std::string entry = text("ds_autoep_layers") + "}(" + text("moe.layer") + "}(" +
+                                  text("checkpoint_format") + text("zero3_partitioned") + "uu";
+        for (const char* name : {"zero_pp_rank_0_mp_rank_00_model_states.pt",
+                                 "zero_pp_rank_1_mp_rank_00_model_states.pt"}) {
+            rewrite_pickle(tag + "/" + name, [&](Bytes& pkl) {
+                std::size_t mark = z2f::as_string_view(pkl).find('(');
+                if (mark == std::string_view::npos)
+                    throw std::runtime_error("no MARK in the model pickle");
+                for (std::size_t i = 0; i < entry.size(); ++i) {
+                    pkl.insert(pkl.begin() + static_cast<std::ptrdiff_t>(mark + 1 + i),
+                               static_cast<std::byte>(entry[i]));
+                }
+            });
+        }
+        record_case("autoep_zero3", "AutoEP ZeRO-3");
+    }
 }
 
 const std::string kOptim1 = "zero_pp_rank_1_mp_rank_00_optim_states.pt";
@@ -283,6 +456,7 @@ int main(int argc, char** argv) {
             write_all(tag + "/" + kOptim1, legacy);
             record_case("legacy_format_optim_file", "legacy (non-zip)");
         }
+        parallel_cases();
     } catch (const std::exception& error) {
         std::fprintf(stderr, "make_corrupt_corpus: %s\n", error.what());
         return 1;

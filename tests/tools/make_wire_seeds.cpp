@@ -1,6 +1,7 @@
 // make_wire_seeds FIXTURES_ROOT OUT_DIR: the seed corpus of the wire codec fuzz target
 // (tests/fuzz/fuzz_wire_codec.cpp) from real payloads: every fixture's file list and per-file
-// metadata, the parallel fixtures' file grids and metadata, and a few outcomes, each prefixed
+// metadata, the parallel fixtures' file grids and metadata, discovery's routed payloads (with
+// and without a --tp-rules text), and a few outcomes, each prefixed
 // with the harness's selector byte. A development tool run by tests/fuzz/make_corpus.sh.
 #include <cstdio>
 #include <filesystem>
@@ -12,6 +13,7 @@
 #include "checkpoint/meta_codec.hpp"
 #include "checkpoint/parallel_assemble.hpp"
 #include "checkpoint/parallel_meta_codec.hpp"
+#include "checkpoint/routing.hpp"
 #include "parallel/agreement.hpp"
 
 namespace fs = std::filesystem;
@@ -51,6 +53,9 @@ int main(int argc, char** argv) {
                     checkpoint::read_file_meta(inputs[i], static_cast<std::uint32_t>(i)), metas);
             }
             write_seed(out, 1, metas.bytes());
+            write_seed(out, 5,
+                       checkpoint::encode_discovered(
+                           checkpoint::discover_any_checkpoint(entry.path(), "")));
         }
         for (const auto& entry : fs::directory_iterator(root / "deepspeed-parallel")) {
             if (!fs::exists(entry.path() / "latest"))
@@ -65,6 +70,10 @@ int main(int argc, char** argv) {
                     metas);
             }
             write_seed(out, 2, metas.bytes());
+            checkpoint::DiscoveredCheckpoint found =
+                checkpoint::discover_any_checkpoint(entry.path(), "");
+            found.tp_rules_text = R"({"default": "column", "rules": {"x\\.": "row"}})";
+            write_seed(out, 5, checkpoint::encode_discovered(found));
         }
         write_seed(out, 4, parallel::encode_outcome({}));
         write_seed(out, 4,

@@ -180,14 +180,14 @@ TEST(Discovery, RefusesIncompleteOrMixedGrids) {
     }
 }
 
-TEST(Discovery, RefusesUnsupportedLayoutsWithAlternatives) {
+TEST(Discovery, LeavesParallelLayoutsToTheParallelReader) {
     {
         FakeCheckpoint ckpt({"mp_rank_00_model_states.pt",
                              "zero_pp_rank_0_mp_rank_00_optim_states.pt",
                              "layer_01-model_states.pt"});
         std::string message = discovery_error(ckpt.dir.path());
         EXPECT_NE(message.find("pipeline-parallel"), std::string::npos);
-        EXPECT_NE(message.find("ds_to_universal.py"), std::string::npos);
+        EXPECT_NE(message.find("discover_file_grid"), std::string::npos);
     }
     {
         FakeCheckpoint ckpt({"mp_rank_00_model_states.pt",

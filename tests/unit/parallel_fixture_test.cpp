@@ -47,10 +47,11 @@ void expect_matches_engine(const plan::PiecedPlan& result, const std::string& fi
         EXPECT_EQ(tensor.shape, expected[i].shape);
         EXPECT_EQ(tensor.output_dtype, expected[i].dtype);
         EXPECT_EQ(tensor.source_dtype, DType::kF32);
-        testing::PieceResult read = testing::read_pieces(result.plan, tensor, result.pieces[i]);
+        testing::PieceResult read =
+            testing::read_pieces(result.plan, tensor, result.plan.tensors[i].pieces);
         EXPECT_EQ(read.mismatch, "");
         EXPECT_EQ(read.bytes, expected[i].bytes);
-        ASSERT_TRUE(plan::flattenable(result.pieces[i]));
+        ASSERT_TRUE(plan::flattenable(result.plan.tensors[i].pieces));
         EXPECT_EQ(testing::read_source_bytes(result.plan, tensor), expected[i].bytes);
     }
 }
@@ -83,17 +84,17 @@ TEST(ParallelFixture, TensorParallelMatchesEngine) {
     // strided piece per rank; the fused SwiGLU weight two pieces per rank.
     std::size_t i = 0;
     ASSERT_NE(find(result, "language_model.encoder.final_layernorm.weight", &i), nullptr);
-    ASSERT_EQ(result.pieces[i].size(), 1u);
-    EXPECT_EQ(result.pieces[i][0].combine, plan::PieceCombine::kCheckEqual);
-    EXPECT_EQ(result.pieces[i][0].sources.size(), 2u);
+    ASSERT_EQ(result.plan.tensors[i].pieces.size(), 1u);
+    EXPECT_EQ(result.plan.tensors[i].pieces[0].combine, plan::PieceCombine::kCheckEqual);
+    EXPECT_EQ(result.plan.tensors[i].pieces[0].sources.size(), 2u);
     ASSERT_NE(find(result, "language_model.encoder.layers.0.mlp.dense_4h_to_h.weight", &i),
               nullptr);
-    ASSERT_EQ(result.pieces[i].size(), 2u);
-    EXPECT_EQ(result.pieces[i][1].rows, 16u);
-    EXPECT_EQ(result.pieces[i][1].offset, 21u * 4);
+    ASSERT_EQ(result.plan.tensors[i].pieces.size(), 2u);
+    EXPECT_EQ(result.plan.tensors[i].pieces[1].rows, 16u);
+    EXPECT_EQ(result.plan.tensors[i].pieces[1].offset, 21u * 4);
     ASSERT_NE(find(result, "language_model.encoder.layers.1.mlp.dense_h_to_4h.weight", &i),
               nullptr);
-    EXPECT_EQ(result.pieces[i].size(), 4u);
+    EXPECT_EQ(result.plan.tensors[i].pieces.size(), 4u);
 }
 
 TEST(ParallelFixture, TensorParallelReplicaPolicies) {
@@ -106,14 +107,17 @@ TEST(ParallelFixture, TensorParallelReplicaPolicies) {
         auto expected = testing::read_expected_state_dict(dir + "/expected.pt");
         std::size_t i = 0;
         ASSERT_NE(find(result, "language_model.embedding.position_embeddings.weight", &i), nullptr);
-        const auto& piece = result.pieces[i].front();
+        const auto& piece = result.plan.tensors[i].pieces.front();
         EXPECT_EQ(piece.combine, policy == plan::ReplicaPolicy::kFirst
                                      ? plan::PieceCombine::kCopy
                                      : plan::PieceCombine::kAverage);
-        EXPECT_EQ(plan::flattenable(result.pieces[i]), policy == plan::ReplicaPolicy::kFirst);
+        EXPECT_EQ(plan::flattenable(result.plan.tensors[i].pieces),
+                  policy == plan::ReplicaPolicy::kFirst);
         // The replicas are bit-equal, so their mean is the same bytes.
-        EXPECT_EQ(testing::read_pieces(result.plan, result.plan.tensors[i], result.pieces[i]).bytes,
-                  testing::find_tensor(expected, result.plan.tensors[i].name)->bytes);
+        EXPECT_EQ(
+            testing::read_pieces(result.plan, result.plan.tensors[i], result.plan.tensors[i].pieces)
+                .bytes,
+            testing::find_tensor(expected, result.plan.tensors[i].name)->bytes);
     }
 }
 
@@ -124,7 +128,7 @@ TEST(ParallelFixture, CorruptedReplicaIsReported) {
     const std::string name = "language_model.encoder.layers.1.input_layernorm.bias";
     std::size_t i = 0;
     ASSERT_NE(find(result, name, &i), nullptr);
-    const plan::TensorPiece& piece = result.pieces[i].front();
+    const plan::TensorPiece& piece = result.plan.tensors[i].pieces.front();
     ASSERT_EQ(piece.sources.size(), 2u);
     // Add 0.5 to one element of TP rank 1's copy.
     const SourceExtent& extent = piece.sources[1].front();
@@ -137,7 +141,7 @@ TEST(ParallelFixture, CorruptedReplicaIsReported) {
     testing::write_file_bytes(path, bytes);
 
     testing::PieceResult read =
-        testing::read_pieces(result.plan, result.plan.tensors[i], result.pieces[i]);
+        testing::read_pieces(result.plan, result.plan.tensors[i], result.plan.tensors[i].pieces);
     EXPECT_NE(read.mismatch.find(name), std::string::npos) << read.mismatch;
     EXPECT_NEAR(read.largest_difference, 0.5, 1e-3);
 }
@@ -293,8 +297,8 @@ TEST(ParallelPlan, TiedPipelineWeightWrittenOnceAndChecked) {
     EXPECT_EQ(result.plan.tensors[0].name, "tied_modules.embed.weight");
     EXPECT_EQ(result.plan.tensors[1].name, "1.weight");
     EXPECT_EQ(result.plan.tensors[2].name, "2.weight");
-    ASSERT_EQ(result.pieces[0].size(), 1u);
-    const plan::TensorPiece& tied = result.pieces[0][0];
+    ASSERT_EQ(result.plan.tensors[0].pieces.size(), 1u);
+    const plan::TensorPiece& tied = result.plan.tensors[0].pieces[0];
     EXPECT_EQ(tied.combine, plan::PieceCombine::kCheckEqual);
     ASSERT_EQ(tied.sources.size(), 2u);
     EXPECT_EQ(tied.sources[0], (std::vector<SourceExtent>{{2, 64, 32}}));
