@@ -46,7 +46,7 @@ double value_at(DType dtype, const std::byte* bytes) {
                                                        : io::fp16_bits_to_fp32_bits(half);
             float value;
             std::memcpy(&value, &bits, 4);
-            return value;
+            return static_cast<double>(value);
         }
         case DType::kI64:
             return load(std::int64_t{});
