@@ -72,11 +72,13 @@ class Run:
     rss: list[int] = field(default_factory=list)
     bytes_read: list[int] = field(default_factory=list)
     output_bytes: int = 0
+    options: list[str] = field(default_factory=list)  # extra zero2fp32-mpi options
 
     @property
     def label(self) -> str:
         if self.contender == "z2f":
-            return f"zero2fp32-mpi -n {self.ranks} --io {self.io} --dtype {self.dtype}"
+            extra = "".join(" " + option for option in self.options)
+            return f"zero2fp32-mpi -n {self.ranks} --io {self.io} --dtype {self.dtype}{extra}"
         if self.contender == "universal":
             return f"zero2fp32-mpi -n {self.ranks} --io {self.io} --format universal"
         if self.contender == "dd":
@@ -204,10 +206,11 @@ class Bench:
         return path
 
     def z2f_argv(self, checkpoint: Path, out: Path, ranks: int, io: str, dtype: str,
-                 summary: Path) -> list[str]:
+                 summary: Path, options: list[str]) -> list[str]:
         return self.launch(ranks, [str(self.z2f), str(checkpoint), str(out), "--io", io,
                                    "--dtype", dtype, "--summary-json", str(summary),
-                                   "--progress", "never", "-q", *self.args.z2f_option])
+                                   "--progress", "never", "-q", *self.args.z2f_option,
+                                   *options])
 
     def bench_model(self, model: str) -> tuple[list[Run], dict]:
         checkpoint = self.checkpoint(model)
@@ -234,6 +237,10 @@ class Bench:
             for io in self.args.io:
                 for dtype in self.args.dtype:
                     runs.append(Run(model, "z2f", ranks, io, dtype))
+                    # The input CRC check's cost: the same run without it, in the same rounds.
+                    if self.args.crc_cost and dtype == "fp32":
+                        runs.append(Run(model, "z2f", ranks, io, dtype,
+                                        options=["--no-input-crc"]))
         if self.args.external:
             runs.append(Run(model, "external"))
 
@@ -249,7 +256,8 @@ class Bench:
                     settle(inputs, self.args.cold)
                     summary.unlink(missing_ok=True)
                     wall, rss = timed(self.z2f_argv(checkpoint, out, run.ranks, run.io,
-                                                    run.dtype, summary), env=self.env)
+                                                    run.dtype, summary, run.options),
+                                      env=self.env)
                     report = json.loads(summary.read_text())
                     rss = report["peak_rss_bytes"]
                     run.tool_walls.append(report["wall_seconds"])
@@ -410,6 +418,7 @@ def write_results(bench: Bench, all_runs: list[Run], infos: list[dict], metadata
             "read_x_needed": (max(run.bytes_read) / info["needed_read_bytes"]
                               if run.bytes_read else ""),
             "runs": len(run.walls),
+            "samples_s": " ".join(f"{w:.2f}" for w in run.walls),
         })
     if rows:
         with open(results / "results.csv", "w", newline="") as f:
@@ -439,12 +448,14 @@ def write_results(bench: Bench, all_runs: list[Run], infos: list[dict], metadata
                      f"{info['input_bytes'] / 1e9:.2f} GB of checkpoint, "
                      f"{info['fp32_output_bytes'] / 1e9:.3f} GB of fp32 output")
     if rows:
-        lines += ["", "| model | contender | wall s | GB/s | × copy | peak RSS MiB | read ÷ needed |",
-                  "| --- | --- | ---: | ---: | ---: | ---: | ---: |"]
+        lines += ["", "| model | contender | wall s | GB/s | × copy | peak RSS MiB | read ÷ needed "
+                  "| samples s |",
+                  "| --- | --- | ---: | ---: | ---: | ---: | ---: | --- |"]
     for row in rows:
         lines.append(f"| {row['model']} | {row['contender']} | {row['wall_s']:.3f} | "
                      f"{row['gb_per_s']:.2f} | {fmt(row['x_copy'], '.2f')} | "
-                     f"{row['peak_rss_mib']:.0f} | {fmt(row['read_x_needed'], '.3f')} |")
+                     f"{row['peak_rss_mib']:.0f} | {fmt(row['read_x_needed'], '.3f')} | "
+                     f"{row['samples_s']} |")
     if universal_rows:
         lines += ["", "Universal checkpoints (`--format universal`), in rounds of their own against "
                   "`dd if=/dev/zero oflag=direct conv=fsync` of as many bytes (16 MiB blocks), "
@@ -635,6 +646,9 @@ def main() -> None:
                         help="skip the universal output's 1-4 rank identity check")
     parser.add_argument("--skip-hf", action="store_true",
                         help="no Hugging Face rounds (copy, conversions): universal ones only")
+    parser.add_argument("--crc-cost", action="store_true",
+                        help="also run every fp32 configuration with --no-input-crc, in the "
+                             "same rounds: the cost of the input CRC check")
     parser.add_argument("--z2f-option", action="append", default=[],
                         help="extra zero2fp32-mpi option (repeatable)")
     parser.add_argument("--build", default=str(REPO / "build" / "release"))

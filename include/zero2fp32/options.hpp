@@ -87,6 +87,8 @@ struct Options {
 
     IoBackend io = IoBackend::kPread;
     std::uint64_t buffer_size = std::uint64_t{16} << 20;  // per rank; bounds its memory
+    // Check every input record read from against the CRC-32 of its zip directory entry.
+    bool input_crc = true;
 
     bool overwrite = false;
     bool resume = false;

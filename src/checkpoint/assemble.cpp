@@ -53,6 +53,7 @@ FileMeta read_file_meta(const InputFileSpec& input, std::uint32_t index) {
             meta.info = read_universal_param(file, index);
             break;
     }
+    meta.records = file.located_records(index);
     return meta;
 }
 
@@ -70,6 +71,7 @@ CheckpointMeta assemble_checkpoint_meta(const CheckpointFiles& files, std::vecto
     for (std::size_t i = 0; i < inputs.size(); ++i) {
         meta.inputs.push_back(inputs[i].path);
         meta.input_sizes.push_back(metas[i].size);
+        meta.records.insert(meta.records.end(), metas[i].records.begin(), metas[i].records.end());
         bool is_model = inputs[i].kind != InputKind::kOptim;
         if (is_model != std::holds_alternative<ModelStatesInfo>(metas[i].info)) {
             throw_internal_error("metadata kind does not match input " + inputs[i].path);

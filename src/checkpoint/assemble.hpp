@@ -35,6 +35,7 @@ std::vector<InputFileSpec> checkpoint_inputs(const CheckpointFiles& files);
 struct FileMeta {
     std::uint64_t size = 0;
     std::variant<ModelStatesInfo, OptimStatesInfo> info;
+    std::vector<InputRecord> records;  // the storage records the info's tensors lie in
 };
 
 FileMeta read_file_meta(const InputFileSpec& input, std::uint32_t index);

@@ -14,6 +14,7 @@
 #include "checkpoint/discovery.hpp"
 #include "checkpoint/pickled_value.hpp"
 #include "common/dtype.hpp"
+#include "common/extent.hpp"
 
 namespace z2f::checkpoint {
 
@@ -151,6 +152,7 @@ struct CheckpointMeta {
     // Input files: model files (rank order) then optimizer files (rank order).
     std::vector<std::string> inputs;
     std::vector<std::uint64_t> input_sizes;
+    std::vector<InputRecord> records;  // every input's storage records, in input order
     std::uint32_t world_size = 0;
     int zero_stage = 0;  // 1, 2 or 3 as recorded (BF16_Optimizer: 1)
     MasterLayout layout = MasterLayout::kFlatGroups;

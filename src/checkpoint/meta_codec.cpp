@@ -308,8 +308,31 @@ CheckpointFiles decode_files(std::span<const std::byte> bytes) {
     return files;
 }
 
+void encode_records(const std::vector<InputRecord>& records, WireWriter& out) {
+    out.sequence(records, [](WireWriter& w, const InputRecord& record) {
+        w.u32(record.file);
+        w.u64(record.offset);
+        w.u64(record.length);
+        w.u32(record.crc32);
+        w.str(record.name);
+    });
+}
+
+std::vector<InputRecord> decode_records(WireReader& in) {
+    return in.sequence(4 + 8 + 8 + 4 + kMinString, [](WireReader& r) {
+        InputRecord record;
+        record.file = r.u32();
+        record.offset = r.u64();
+        record.length = r.u64();
+        record.crc32 = r.u32();
+        record.name = r.str();
+        return record;
+    });
+}
+
 void encode_file_meta(const FileMeta& meta, WireWriter& out) {
     out.u64(meta.size);
+    encode_records(meta.records, out);
     if (const auto* model = std::get_if<ModelStatesInfo>(&meta.info)) {
         out.enumerator(FileKind::kModel);
         put_model(out, *model);
@@ -322,6 +345,7 @@ void encode_file_meta(const FileMeta& meta, WireWriter& out) {
 FileMeta decode_file_meta(WireReader& in) {
     FileMeta meta;
     meta.size = in.u64();
+    meta.records = decode_records(in);
     if (in.enumerator(FileKind::kOptim) == FileKind::kModel) {
         meta.info = get_model(in);
     } else {

@@ -35,5 +35,8 @@ void encode_optim_states(const OptimStatesInfo& optim, WireWriter& out);
 OptimStatesInfo decode_optim_states(WireReader& in);
 void encode_named_tensors(const std::vector<NamedTensor>& tensors, WireWriter& out);
 std::vector<NamedTensor> decode_named_tensors(WireReader& in);
+// A file's storage records: (file u32, offset u64, length u64, crc32 u32, name) each.
+void encode_records(const std::vector<InputRecord>& records, WireWriter& out);
+std::vector<InputRecord> decode_records(WireReader& in);
 
 }  // namespace z2f::checkpoint

@@ -75,6 +75,7 @@ ParallelFileMeta read_parallel_file_meta(const ParallelInputSpec& input, std::ui
             meta.info = read_state_dict_file(file, index);
             break;
     }
+    meta.records = file.located_records(index);
     return meta;
 }
 
@@ -105,6 +106,7 @@ ParallelCheckpointMeta assemble_parallel_meta(const FileGrid& grid,
         ParallelFileMeta& file = metas[next];
         meta.inputs.push_back(inputs[next].path);
         meta.input_sizes.push_back(file.size);
+        meta.records.insert(meta.records.end(), file.records.begin(), file.records.end());
         T* info = std::get_if<T>(&file.info);
         if (info == nullptr) {
             throw_internal_error("metadata kind does not match input " + inputs[next].path);
@@ -237,9 +239,19 @@ CheckpointMeta data_parallel_meta(const ParallelCheckpointMeta& meta,
     model.pp_degree = -1;
     model.mp_world_size = -1;
     std::vector<FileMeta> metas;
-    metas.push_back({meta.input_sizes[rank.model_input], std::move(model)});
+    auto records_of = [&](std::uint32_t input) {
+        std::vector<InputRecord> records;
+        for (const InputRecord& record : meta.records) {
+            if (record.file == input)
+                records.push_back(record);
+        }
+        return records;
+    };
+    metas.push_back(
+        {meta.input_sizes[rank.model_input], std::move(model), records_of(rank.model_input)});
     for (std::size_t d = 0; d < rank.optim.size(); ++d) {
-        metas.push_back({meta.input_sizes[rank.optim_inputs[d]], rank.optim[d].states});
+        metas.push_back({meta.input_sizes[rank.optim_inputs[d]], rank.optim[d].states,
+                         records_of(rank.optim_inputs[d])});
     }
     return assemble_checkpoint_meta(files, std::move(metas));
 }

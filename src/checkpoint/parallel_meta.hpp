@@ -108,6 +108,7 @@ struct ParallelOptimFile {
 struct ParallelFileMeta {
     std::uint64_t size = 0;
     std::variant<ParallelModelFile, ParallelOptimFile, StateDictInfo> info;
+    std::vector<InputRecord> records;  // the storage records the info's tensors lie in
     friend bool operator==(const ParallelFileMeta&, const ParallelFileMeta&) = default;
 };
 
@@ -147,6 +148,7 @@ struct ParallelCheckpointMeta {
     ParallelKind kind = ParallelKind::kTensorParallel;
     std::vector<std::string> inputs;
     std::vector<std::uint64_t> input_sizes;
+    std::vector<InputRecord> records;  // every input's storage records, in input order
     std::uint32_t tp_degree = 1;
     std::uint32_t pp_degree = 1;
     std::uint32_t dp_degree = 1;  // optimizer files per mp rank (1 without ZeRO)

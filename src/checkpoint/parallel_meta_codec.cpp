@@ -191,6 +191,7 @@ FileGrid decode_file_grid(std::span<const std::byte> bytes) {
 
 void encode_parallel_file_meta(const ParallelFileMeta& meta, WireWriter& out) {
     out.u64(meta.size);
+    encode_records(meta.records, out);
     if (const auto* model = std::get_if<ParallelModelFile>(&meta.info)) {
         out.enumerator(FileKind::kModel);
         encode_model_states(model->states, out);
@@ -208,6 +209,7 @@ void encode_parallel_file_meta(const ParallelFileMeta& meta, WireWriter& out) {
 ParallelFileMeta decode_parallel_file_meta(WireReader& in) {
     ParallelFileMeta meta;
     meta.size = in.u64();
+    meta.records = decode_records(in);
     switch (in.enumerator(FileKind::kStateDict)) {
         case FileKind::kModel: {
             ParallelModelFile model;

@@ -53,6 +53,7 @@ CheckpointMeta assemble_universal_meta(const CheckpointFiles& files, std::vector
     for (std::size_t i = 0; i < inputs.size(); ++i) {
         meta.inputs.push_back(inputs[i].path);
         meta.input_sizes.push_back(metas[i].size);
+        meta.records.insert(meta.records.end(), metas[i].records.begin(), metas[i].records.end());
         const bool is_model = inputs[i].kind != InputKind::kUniversalParam;
         if (is_model != std::holds_alternative<ModelStatesInfo>(metas[i].info)) {
             throw_internal_error("metadata kind does not match input " + inputs[i].path);

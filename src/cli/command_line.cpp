@@ -146,6 +146,8 @@ CommandLine parse_command_line(int argc, const char* const* argv) {
         "only check: compare every output file in OUT_DIR with the checkpoint, as its run "
         "record says it was written; never writes")(
         "no-space-check", po::bool_switch(), "do not refuse to start when OUT_DIR looks too small")(
+        "no-input-crc", po::bool_switch(),
+        "do not check the input records read against their zip CRC-32s (checked by default)")(
         "summary-json", po::value<std::string>(),
         "write the run summary (or the error) as JSON to this file")(
         "progress", po::value<std::string>(), "auto (default), always or never")(
@@ -312,6 +314,7 @@ CommandLine parse_command_line(int argc, const char* const* argv) {
     options.dry_run = vm["dry-run"].as<bool>();
     options.verify = vm["verify"].as<bool>();
     options.space_check = !vm["no-space-check"].as<bool>();
+    options.input_crc = !vm["no-input-crc"].as<bool>();
     if (vm.count("summary-json") != 0)
         request.summary_json = vm["summary-json"].as<std::string>();
     if (vm.count("progress") != 0)

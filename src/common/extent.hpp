@@ -22,4 +22,30 @@ struct InputFile {
     std::uint64_t size = 0;
 };
 
+// A stored zip record of an input file that holds tensor bytes: where its data lies and the
+// CRC-32 the zip directory records for it (0 when the writer computed none: torch's
+// `_set_crc32_options(False)`). The copy engine checks every record it reads from against it.
+struct InputRecord {
+    std::uint32_t file = 0;
+    std::uint64_t offset = 0;  // absolute file offset of the first data byte
+    std::uint64_t length = 0;
+    std::uint32_t crc32 = 0;
+    std::string name;  // "archive/data/3", for messages
+
+    std::uint64_t end() const noexcept { return offset + length; }
+    friend bool operator==(const InputRecord&, const InputRecord&) = default;
+};
+
+// A byte range of one of a copy's source extents whose CRC-32 goes to check piece `piece`
+// (run/input_check.hpp): bytes [offset, offset + length) of the input file, which lie inside
+// extent `extent` of the copy.
+struct CrcRange {
+    std::uint32_t extent = 0;
+    std::uint64_t offset = 0;
+    std::uint64_t length = 0;
+    std::uint32_t piece = 0;
+
+    friend bool operator==(const CrcRange&, const CrcRange&) = default;
+};
+
 }  // namespace z2f

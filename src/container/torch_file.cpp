@@ -1,5 +1,7 @@
 #include "container/torch_file.hpp"
 
+#include <algorithm>
+
 #include "common/checked_math.hpp"
 #include "common/errors.hpp"
 
@@ -80,6 +82,18 @@ TensorBytes TorchFile::locate(const pickle::Tensor& tensor, std::string_view wha
     }
     out.offset = cached->second + *view_begin;
     return out;
+}
+
+std::vector<InputRecord> TorchFile::located_records(std::uint32_t file) const {
+    std::vector<InputRecord> records;
+    for (const auto& [name, offset] : data_offsets_) {
+        const ZipRecord& record = archive_.require(name);
+        records.push_back(
+            {file, offset, record.size, record.crc32, archive_.prefix() + "/" + name});
+    }
+    std::sort(records.begin(), records.end(),
+              [](const InputRecord& a, const InputRecord& b) { return a.offset < b.offset; });
+    return records;
 }
 
 }  // namespace z2f::container

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "common/dtype.hpp"
+#include "common/extent.hpp"
 #include "container/zip_reader.hpp"
 #include "io/posix_file.hpp"
 #include "pickle/machine.hpp"
@@ -45,6 +46,10 @@ class TorchFile {
 
     // `what` names the tensor in messages, e.g. "optimizer_state_dict.fp32_flat_groups[0]".
     TensorBytes locate(const pickle::Tensor& tensor, std::string_view what) const;
+
+    // The storage records `locate` has handed out views of, in file order, as input `file` of
+    // a plan: the records whose CRC the copy engine checks.
+    std::vector<InputRecord> located_records(std::uint32_t file) const;
 
   private:
     io::File file_;

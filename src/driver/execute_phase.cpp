@@ -1,9 +1,12 @@
 #include "driver/execute_phase.hpp"
 
 #include <algorithm>
+#include <optional>
 
+#include "common/errors.hpp"
 #include "common/wire_codec.hpp"
 #include "driver/executor.hpp"
+#include "driver/input_check_phase.hpp"
 #include "io/input_files.hpp"
 #include "parallel/peer_channel.hpp"
 
@@ -58,6 +61,27 @@ std::vector<SlotCrc> gather_crcs(const parallel::Communicator& comm,
     return all;
 }
 
+// After a failed input check: the files this rank completed that hold bytes of a failed record.
+void remove_damaged_outputs(const run::RunPlan& plan, const run::InputCheckPlan& check,
+                            const std::vector<run::FailedRecord>& failed,
+                            const std::string& output_dir, ExecuteReport& report) noexcept {
+    std::vector<std::uint32_t> damaged;
+    for (const run::FailedRecord& record : failed) {
+        const std::vector<std::uint32_t>& files = check.records[record.checked].files;
+        damaged.insert(damaged.end(), files.begin(), files.end());
+    }
+    std::erase_if(report.completed_files, [&](std::uint32_t file) {
+        if (std::find(damaged.begin(), damaged.end(), file) == damaged.end())
+            return false;
+        try {
+            io::remove_file(output_dir + "/" + plan.files[file].name());
+        } catch (...) {
+            return false;  // still there: reported as complete, as it is on disk
+        }
+        return true;
+    });
+}
+
 }  // namespace
 
 ExecuteOutcome execute_and_finalize(PhaseRunner& phases, const run::RunPlan& plan,
@@ -85,9 +109,11 @@ ExecuteOutcome execute_and_finalize(PhaseRunner& phases, const run::RunPlan& pla
         }
     };
     ExecuteReport report;
+    std::optional<InputCheck> check;
     parallel::Outcome outcome = parallel::capture([&] {
         throw_if_interrupted();
-        execute_tasks(plan, target, inputs, copy, report);
+        check = prepare_input_check(phases, plan, options);
+        execute_tasks(plan, target, inputs, copy, report, check ? &*check : nullptr);
     });
     if (outcome.kind == parallel::OutcomeKind::kFailed)
         channel.announce_failure();
@@ -104,6 +130,18 @@ ExecuteOutcome execute_and_finalize(PhaseRunner& phases, const run::RunPlan& pla
     ExecuteOutcome result;
     result.peak_open_inputs = inputs.peak_open();
     result.ok = phases.settle("execute", outcome);
+    if (result.ok && check) {
+        // Before any shared file is finished: outputs of a damaged input never get a final
+        // name, and those a rank already renamed are removed, so --resume cannot trust them.
+        std::vector<run::FailedRecord> failed = agree_input_check(comm, plan, *check);
+        result.ok = phases.run("input check", [&] {
+            if (!failed.empty())
+                throw Error(ErrorKind::kInput,
+                            run::describe_failed_records(plan, check->plan, failed));
+        });
+        if (!result.ok)
+            remove_damaged_outputs(plan, check->plan, failed, output_dir, report);
+    }
     // Every rank's finished files and shared-file CRCs, for the report or the tails.
     std::vector<std::uint32_t> completed = gather_files(comm, report.completed_files);
     std::vector<SlotCrc> crcs = gather_crcs(comm, report.shared_crcs);

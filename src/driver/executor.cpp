@@ -11,7 +11,7 @@ namespace {
 
 std::vector<io::SlotCopy> slot_copies(const run::RunPlan& plan,
                                       const output::OutputFileLayout& layout,
-                                      const plan::WriteTask& task) {
+                                      const plan::WriteTask& task, const InputCheck* check) {
     std::vector<io::SlotCopy> copies;
     for (std::uint32_t s = task.slot_begin; s < task.slot_end; ++s) {
         const output::TensorSlot& slot = layout.slots[s];
@@ -24,6 +24,10 @@ std::vector<io::SlotCopy> slot_copies(const run::RunPlan& plan,
         copy.length = slot.length;
         copy.want_crc = layout.has_crc_tail();
         copy.name = plan.tensors.tensors[slot.tensor].name;
+        if (check != nullptr) {
+            if (const std::vector<CrcRange>* ranges = check->plan.ranges_of(task.file, s))
+                copy.check_ranges = *ranges;
+        }
         copies.push_back(copy);
     }
     return copies;
@@ -47,11 +51,27 @@ void publish(const std::string& output_dir, const run::OutputFileRecord& file, i
     io::rename_file(temp_path(output_dir, file.name()), final_path(output_dir, file));
 }
 
+// This rank's check pieces that no copy reads.
+void read_extra_pieces(io::ExtentCopier& copier, std::uint32_t rank, InputCheck& check,
+                       const std::vector<InputRecord>& records) {
+    for (std::size_t p = 0; p < check.plan.pieces.size(); ++p) {
+        const run::CheckPiece& piece = check.plan.pieces[p];
+        if (piece.rank == rank && piece.extra_read) {
+            check.piece_crcs[p] =
+                copier.checksum({records.at(piece.record).file, piece.offset, piece.length});
+        }
+    }
+}
+
 }  // namespace
 
 void execute_tasks(const run::RunPlan& plan, const RankTarget& target, io::InputFiles& inputs,
-                   const io::CopyOptions& copy, ExecuteReport& report) {
+                   const io::CopyOptions& copy, ExecuteReport& report, InputCheck* check) {
     io::ExtentCopier copier(inputs, copy);
+    if (check != nullptr) {
+        check->piece_crcs.assign(check->plan.pieces.size(), 0);
+        copier.collect_piece_crcs(check->piece_crcs);
+    }
     // Smallest tasks first: if the run is interrupted (time limit, full disk), the most files
     // are complete and --resume has the least left to do.
     std::vector<const plan::WriteTask*> mine;
@@ -72,7 +92,7 @@ void execute_tasks(const run::RunPlan& plan, const RankTarget& target, io::Input
         if (task->lead) {
             write_regions(file, layout.fixed);
         }
-        std::vector<io::SlotCopy> copies = slot_copies(plan, layout, *task);
+        std::vector<io::SlotCopy> copies = slot_copies(plan, layout, *task, check);
         std::vector<std::uint32_t> crcs = copier.copy(file, copies);
         if (!record.is_shared()) {
             write_regions(file, output::crc_tail(layout, crcs));
@@ -89,6 +109,8 @@ void execute_tasks(const run::RunPlan& plan, const RankTarget& target, io::Input
             }
         }
     }
+    if (check != nullptr)
+        read_extra_pieces(copier, target.rank, *check, plan.tensors.records);
 }
 
 void finalize_shared_file(const run::RunPlan& plan, const std::string& output_dir,
@@ -131,11 +153,16 @@ void remove_temp_files(const run::RunPlan& plan, const RankTarget& target,
 }
 
 std::vector<VerifyFinding> verify_tasks(const run::RunPlan& plan, const RankTarget& target,
-                                        io::InputFiles& inputs, const io::CopyOptions& copy) {
+                                        io::InputFiles& inputs, const io::CopyOptions& copy,
+                                        InputCheck* check) {
     io::CopyOptions options = copy;
     options.compare = true;
     options.backend = copy.backend == IoBackend::kCopyFileRange ? IoBackend::kPread : copy.backend;
     io::ExtentCopier copier(inputs, options);
+    if (check != nullptr) {
+        check->piece_crcs.assign(check->plan.pieces.size(), 0);
+        copier.collect_piece_crcs(check->piece_crcs);
+    }
     std::vector<VerifyFinding> mismatches;
     for (const plan::WriteTask* task : plan.tasks_of(target.rank)) {
         const run::OutputFileRecord& record = plan.files[task->file];
@@ -163,7 +190,7 @@ std::vector<VerifyFinding> verify_tasks(const run::RunPlan& plan, const RankTarg
         if (task->lead) {
             check_regions(layout.fixed, "header");
         }
-        std::vector<io::SlotCopy> copies = slot_copies(plan, layout, *task);
+        std::vector<io::SlotCopy> copies = slot_copies(plan, layout, *task, check);
         io::ExtentCopier::Comparison result = copier.compare(file, copies);
         for (std::size_t i = 0; i < copies.size(); ++i) {
             if (result.mismatched[i]) {
@@ -175,6 +202,8 @@ std::vector<VerifyFinding> verify_tasks(const run::RunPlan& plan, const RankTarg
             check_regions(output::crc_tail(layout, result.crcs), "zip directory");
         }
     }
+    if (check != nullptr)
+        read_extra_pieces(copier, target.rank, *check, plan.tensors.records);
     return mismatches;
 }
 

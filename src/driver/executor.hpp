@@ -14,6 +14,7 @@
 
 #include "io/extent_copier.hpp"
 #include "io/input_files.hpp"
+#include "run/input_check.hpp"
 #include "run/run_plan.hpp"
 
 namespace z2f::driver {
@@ -37,8 +38,17 @@ struct ExecuteReport {
     std::vector<std::string> temp_files;         // temp files this rank opened
 };
 
+// The input CRC check of a run: its pieces and, filled by execute_tasks or verify_tasks, the
+// CRCs of the pieces this rank checksums (the others stay 0). Absent with --no-input-crc.
+struct InputCheck {
+    run::InputCheckPlan plan;
+    std::vector<std::uint32_t> piece_crcs;  // indexed like plan.pieces
+};
+
+// `check` (may be null) receives the CRCs of this rank's check pieces: those read while copying
+// and, after the tasks, the extra reads.
 void execute_tasks(const run::RunPlan& plan, const RankTarget& target, io::InputFiles& inputs,
-                   const io::CopyOptions& copy, ExecuteReport& report);
+                   const io::CopyOptions& copy, ExecuteReport& report, InputCheck* check);
 
 // Lead of a shared file: appends the CRC tail, fsyncs, renames.
 void finalize_shared_file(const run::RunPlan& plan, const std::string& output_dir,
@@ -59,6 +69,7 @@ struct VerifyFinding {
 // give (fixed regions, converted tensor bytes, CRC tails); files marked `skip` are left out
 // (the caller found them missing or of the wrong size). Only reads. One finding per mismatch.
 std::vector<VerifyFinding> verify_tasks(const run::RunPlan& plan, const RankTarget& target,
-                                        io::InputFiles& inputs, const io::CopyOptions& copy);
+                                        io::InputFiles& inputs, const io::CopyOptions& copy,
+                                        InputCheck* check);
 
 }  // namespace z2f::driver

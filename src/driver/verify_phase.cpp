@@ -7,6 +7,7 @@
 #include "common/errors.hpp"
 #include "common/wire_codec.hpp"
 #include "driver/executor.hpp"
+#include "driver/input_check_phase.hpp"
 #include "driver/output_dir.hpp"
 #include "driver/output_folder.hpp"
 #include "driver/output_shape.hpp"
@@ -131,6 +132,7 @@ bool verify_outputs(PhaseRunner& phases, run::RunPlan& plan, const std::string& 
     std::vector<std::byte> bytes = phases.comm().broadcast(std::move(present_files));
 
     std::vector<VerifyFinding> mine;
+    std::optional<InputCheck> check;
     io::InputFiles inputs(plan.tensors.inputs, io::InputFiles::default_capacity());
     io::CopyOptions copy;
     copy.backend = options.io;
@@ -145,11 +147,16 @@ bool verify_outputs(PhaseRunner& phases, run::RunPlan& plan, const std::string& 
         }
         in.expect_end();
         plan.apply_resume(skip);  // "skip" here: not compared
-        mine = verify_tasks(plan, RankTarget{output_dir, phases.rank()}, inputs, copy);
+        check = prepare_input_check(phases, plan, options);
+        mine = verify_tasks(plan, RankTarget{output_dir, phases.rank()}, inputs, copy,
+                            check ? &*check : nullptr);
     });
     if (!ok)
         return false;
     std::vector<std::vector<std::byte>> gathered = phases.comm().all_gather(encode_findings(mine));
+    std::vector<run::FailedRecord> damaged;
+    if (check)
+        damaged = agree_input_check(phases.comm(), plan, *check);
 
     return phases.run("verify", [&] {
         std::map<std::uint32_t, std::vector<std::string>> differences;
@@ -223,13 +230,19 @@ bool verify_outputs(PhaseRunner& phases, run::RunPlan& plan, const std::string& 
                            "verify: " + name + " is not one of this output's files");
             }
         }
-        if (!problems.empty()) {
-            std::string message = "verification failed: " + std::to_string(problems.size()) +
-                                  " of " +
-                                  std::to_string(plan.files.size() + (plan.index_name ? 1 : 0)) +
-                                  " file(s) are not what the checkpoint gives";
+        if (!problems.empty() || !damaged.empty()) {
+            std::string message =
+                problems.empty()
+                    ? std::string("verification failed: the checkpoint itself is damaged")
+                    : "verification failed: " + std::to_string(problems.size()) + " of " +
+                          std::to_string(plan.files.size() + (plan.index_name ? 1 : 0)) +
+                          " file(s) are not what the checkpoint gives";
             for (const std::string& line : problems)
                 message += "\n  " + line;
+            // Outputs that match a damaged input are not intact either.
+            if (!damaged.empty())
+                message +=
+                    "\n  input check: " + run::describe_failed_records(plan, check->plan, damaged);
             throw Error(ErrorKind::kInput, message);
         }
         phases.say(MessageLevel::kInfo, "verify: every output byte matches the checkpoint (" +

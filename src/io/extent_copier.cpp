@@ -192,7 +192,7 @@ ExtentCopier::Comparison ExtentCopier::compare(const File& output,
 
 bool ExtentCopier::copy_in_kernel(OutputStream& out, const SlotCopy& slot) {
     if (options_.backend != IoBackend::kCopyFileRange || options_.compare || fell_back_ ||
-        slot.want_crc || slot.source_dtype != slot.output_dtype) {
+        slot.want_crc || slot.source_dtype != slot.output_dtype || !slot.check_ranges.empty()) {
         return false;
     }
     out.flush();
@@ -237,7 +237,9 @@ void ExtentCopier::copy_slot(OutputStream& out, const SlotCopy& slot, std::uint3
     const std::size_t out_item = dtype_size(slot.output_dtype);
     std::uint64_t position = slot.offset;
     crc = 0;
-    for (const SourceExtent& extent : slot.extents) {
+    std::size_t next_range = 0;
+    for (std::uint32_t e = 0; e < slot.extents.size(); ++e) {
+        const SourceExtent& extent = slot.extents[e];
         if (extent.length % in_item != 0) {
             throw_internal_error("extent of '" + std::string(slot.name) +
                                  "' is not a whole number of elements");
@@ -259,6 +261,7 @@ void ExtentCopier::copy_slot(OutputStream& out, const SlotCopy& slot, std::uint3
             if (options_.backend == IoBackend::kMmap) {
                 with_mapped_range(
                     input, source_offset, in_bytes, [&](std::span<const std::byte> src) {
+                        check_chunk(slot, e, source_offset, src, next_range);
                         if (convert) {
                             convert_elements(slot.source_dtype, src, slot.output_dtype, target);
                         } else {
@@ -268,9 +271,11 @@ void ExtentCopier::copy_slot(OutputStream& out, const SlotCopy& slot, std::uint3
             } else if (convert) {
                 std::span<std::byte> chunk = input_chunk().first(in_bytes);
                 input.read_exact(source_offset, chunk);
+                check_chunk(slot, e, source_offset, chunk, next_range);
                 convert_elements(slot.source_dtype, chunk, slot.output_dtype, target);
             } else {
                 input.read_exact(source_offset, target);
+                check_chunk(slot, e, source_offset, target, next_range);
             }
             if (slot.want_crc) {
                 crc = crc32_update(crc, target);
@@ -289,6 +294,47 @@ void ExtentCopier::copy_slot(OutputStream& out, const SlotCopy& slot, std::uint3
                              std::to_string(position - slot.offset) + " of its " +
                              std::to_string(slot.length) + " output bytes");
     }
+}
+
+void ExtentCopier::check_chunk(const SlotCopy& slot, std::uint32_t extent, std::uint64_t offset,
+                               std::span<const std::byte> chunk, std::size_t& next) {
+    const std::uint64_t end = offset + chunk.size();
+    while (next < slot.check_ranges.size()) {
+        const CrcRange& range = slot.check_ranges[next];
+        if (range.extent != extent || range.offset >= end)
+            return;  // a later chunk's, or a later extent's
+        const std::uint64_t from = std::max(range.offset, offset);
+        const std::uint64_t to = std::min(range.offset + range.length, end);
+        if (range.piece >= piece_crcs_.size())
+            throw_internal_error("check piece " + std::to_string(range.piece) + " out of range");
+        if (to > from) {
+            std::uint32_t& crc = piece_crcs_[range.piece];
+            crc = crc32_update(crc, chunk.subspan(static_cast<std::size_t>(from - offset),
+                                                  static_cast<std::size_t>(to - from)));
+        }
+        if (range.offset + range.length > end)
+            return;  // continues in the next chunk
+        ++next;
+    }
+}
+
+std::uint32_t ExtentCopier::checksum(const SourceExtent& range) {
+    const File& input = inputs_.get(range.file);
+    std::span<std::byte> buffer = input_chunk();
+    std::uint32_t crc = 0;
+    std::uint64_t done = 0;
+    while (done < range.length) {
+        std::span<std::byte> chunk = buffer.first(
+            static_cast<std::size_t>(std::min<std::uint64_t>(buffer.size(), range.length - done)));
+        input.read_exact(range.offset + done, chunk);
+        crc = crc32_update(crc, chunk);
+        note_read(range.file, range.offset + done, chunk.size());
+        done += chunk.size();
+        if (options_.on_progress)
+            options_.on_progress(0);  // a chance to stop: signals, a failed peer
+    }
+    drop_all_read();
+    return crc;
 }
 
 }  // namespace z2f::io

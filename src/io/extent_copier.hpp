@@ -7,8 +7,12 @@
 //
 //   pread            input chunk -> [convert] -> output buffer -> pwrite
 //   mmap             mapped window (<= buffer) -> [convert] -> output buffer -> pwrite
-//   copy_file_range  in-kernel copy, only when the bytes need neither conversion nor a CRC;
-//                    falls back to pread where the file system refuses (EXDEV, EOPNOTSUPP...)
+//   copy_file_range  in-kernel copy, only when the bytes need neither conversion, nor a CRC,
+//                    nor the input CRC check; falls back to pread where the file system
+//                    refuses (EXDEV, EOPNOTSUPP...)
+//
+// The input CRC check (run/input_check.hpp) rides along: the raw bytes of every chunk read are
+// folded into the check pieces they belong to while they are in the buffer.
 //
 // Consecutive slots that are contiguous in the output share buffered writes. Input ranges are
 // dropped from the page cache after use (in batches of contiguous bytes per input file: each
@@ -56,6 +60,9 @@ struct SlotCopy {
     std::uint64_t length = 0;  // output bytes
     bool want_crc = false;
     std::string_view name;
+    // Input CRC check: ranges of the extents whose raw bytes (as read, before any conversion)
+    // go into check pieces, ordered by extent, then offset.
+    std::span<const CrcRange> check_ranges;
 };
 
 class ExtentCopier {
@@ -78,6 +85,11 @@ class ExtentCopier {
     // Whether copy_file_range was refused and the copier fell back to pread.
     bool fell_back() const noexcept { return fell_back_; }
 
+    // Where the CRCs of check pieces go (indexed by CrcRange::piece); must outlive the copies.
+    void collect_piece_crcs(std::span<std::uint32_t> crcs) noexcept { piece_crcs_ = crcs; }
+    // Reads a range for the input check alone, through the input buffer; returns its CRC-32.
+    std::uint32_t checksum(const SourceExtent& range);
+
   private:
     class OutputStream;
     // A byte range of an input read and not yet dropped from the page cache.
@@ -88,6 +100,10 @@ class ExtentCopier {
     };
 
     void copy_slot(OutputStream& out, const SlotCopy& slot, std::uint32_t& crc);
+    // Folds the raw bytes `chunk` (input bytes from `offset` of extent `extent`) into the check
+    // pieces they belong to; `next` is the slot's first range not yet complete.
+    void check_chunk(const SlotCopy& slot, std::uint32_t extent, std::uint64_t offset,
+                     std::span<const std::byte> chunk, std::size_t& next);
     bool copy_in_kernel(OutputStream& out, const SlotCopy& slot);
     std::span<std::byte> input_chunk();
     void note_read(std::uint32_t file, std::uint64_t offset, std::uint64_t length);
@@ -105,6 +121,7 @@ class ExtentCopier {
     std::vector<PendingDrop> pending_drops_;
     std::uint64_t pending_bytes_ = 0;
     WriteBehind write_behind_;
+    std::span<std::uint32_t> piece_crcs_;
     bool fell_back_ = false;
 };
 

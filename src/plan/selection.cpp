@@ -45,6 +45,7 @@ TensorPlan select_tensors(const TensorPlan& plan, const SelectionOptions& option
 
     TensorPlan out;
     out.inputs = plan.inputs;
+    out.records = plan.records;
     std::vector<std::int64_t> new_index(count, -1);
     for (std::size_t i = 0; i < count; ++i) {
         if (!keep[i])

@@ -45,6 +45,9 @@ struct PlannedTensor {
 
 struct TensorPlan {
     std::vector<InputFile> inputs;
+    // The storage records of the inputs that tensors were located in, sorted by (file, offset):
+    // what the input CRC check covers (run/input_check.hpp).
+    std::vector<InputRecord> records;
     // In zero_to_fp32's state-dict order: buffers, frozen, trainable, aliases. This order drives
     // the Hugging Face shard split.
     std::vector<PlannedTensor> tensors;

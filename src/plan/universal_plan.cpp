@@ -110,6 +110,7 @@ UniversalPlan plan_universal(const checkpoint::CheckpointMeta& meta) {
 
     UniversalPlan result;
     result.plan.inputs = streams[0].plan.inputs;
+    result.plan.records = meta.records;
     result.warnings = std::move(streams[0].warnings);
     result.notes = std::move(streams[0].notes);
     for (std::size_t i = 0; i < streams[0].plan.tensors.size(); ++i) {

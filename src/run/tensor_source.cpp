@@ -84,6 +84,7 @@ TensorSource data_parallel_source(const checkpoint::CheckpointMeta& meta, const 
         source.warnings.push_back(
             "--tp-rules is ignored: this data-parallel checkpoint has no "
             "tensor-parallel ranks to merge");
+    source.tensors.records = meta.records;
     source.data_parallel = meta;
     return source;
 }
@@ -115,6 +116,7 @@ TensorSource parallel_source(const checkpoint::ParallelCheckpointMeta& meta, con
 
     plan::PiecedPlan pieced = plan::plan_parallel_consolidation(meta, plan_options);
     source.tensors = std::move(pieced.plan);
+    source.tensors.records = meta.records;
     source.warnings = std::move(pieced.warnings);
     source.notes.insert(source.notes.end(), pieced.notes.begin(), pieced.notes.end());
     if (tp_rules_text && meta.tp_degree == 1)

@@ -124,6 +124,28 @@ run_mpi 3 "$Z2F_FIXTURES/z3_ws2_tied_fp32" "$WORK/ver" --verify
 expect_rc 1
 expect_stderr "differs from the checkpoint"
 
+case_start "a damaged storage record: exit 1 naming file and record; --no-input-crc converts"
+cp -r "$Z2F_FIXTURES/z3_ws2_fp32" "$WORK/damaged"
+optim="$WORK/damaged/global_step2/zero_pp_rank_1_mp_rank_00_optim_states.pt"
+# The fp32 partition is the record the last tensor line of inspect names (data/3 here).
+offset=$("$Z2F_INSPECT" "$optim" | grep -o '@ file offset [0-9]*' | tail -1 | grep -o '[0-9]*$')
+[[ -n "$offset" ]] || fail "inspect printed no file offset"
+printf '\x41' | dd of="$optim" bs=1 seek=$((offset + 100)) conv=notrunc status=none
+for ranks in 1 3; do
+    run_mpi "$ranks" "$WORK/damaged" "$WORK/damaged_out" -q --max-shard-size 3KB
+    expect_rc 1
+    expect_stderr "zero_pp_rank_1_mp_rank_00_optim_states.pt': record 'zero_pp_rank_1_mp_rank_00_optim_states/data/3'"
+    expect_stderr "fails its CRC-32 check"
+    expect_no_file "$WORK/damaged_out/model.safetensors.index.json"
+done
+run_mpi 2 "$WORK/damaged" "$WORK/damaged_out" -q --max-shard-size 3KB --overwrite --no-input-crc
+expect_rc 0
+expect_file "$WORK/damaged_out/model.safetensors.index.json"
+# --verify reads the same inputs: a damaged one fails it even where the outputs match it.
+run_mpi 2 "$WORK/damaged" "$WORK/damaged_out" --verify
+expect_rc 1
+expect_stderr "input check:"
+
 case_start "--summary-json on success and on failure"
 run_mpi 2 "$Z2F_FIXTURES/z3_ws2_bf16" "$WORK/sum" -q --summary-json "$WORK/summary.json"
 expect_rc 0

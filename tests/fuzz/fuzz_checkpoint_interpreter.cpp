@@ -324,14 +324,18 @@ void plan_tensor_parallel(const std::string& model_path, const FileReading& mode
         for (checkpoint::NamedTensor& named : model.states.frozen_param_fragments) {
             named.tensor.file = mp;
         }
-        metas.push_back({model_file.size, std::move(model)});
+        checkpoint::ParallelFileMeta& meta = metas.emplace_back();
+        meta.size = model_file.size;
+        meta.info = std::move(model);
     }
     for (std::uint32_t i = 0; i < 2 * world; ++i) {
         checkpoint::ParallelOptimFile optim{*optim_file.optim, *optim_file.optim_extras};
         for (checkpoint::TensorRef& ref : optim.states.master) {
             ref.file = 2 + i;
         }
-        metas.push_back({optim_file.size, std::move(optim)});
+        checkpoint::ParallelFileMeta& meta = metas.emplace_back();
+        meta.size = optim_file.size;
+        meta.info = std::move(optim);
     }
     std::optional<checkpoint::ParallelCheckpointMeta> meta;
     if (!run_guarded(kTarget,

@@ -10,9 +10,12 @@
 #include <gtest/gtest.h>
 #include <mpi.h>
 
+#include "checkpoint/assemble.hpp"
+#include "checkpoint/discovery.hpp"
 #include "cli/exit_code.hpp"
 #include "container/torch_file.hpp"
 #include "io/dtype_convert.hpp"
+#include "run/run_plan.hpp"
 #include "support/expected_state.hpp"
 #include "support/output_reader.hpp"
 #include "support/test_files.hpp"
@@ -59,18 +62,24 @@ std::string output_dir(const std::string& name) {
 
 using cli::ExitCode;
 
-// Converts on MPI_COMM_WORLD (collective) and reports the exit code the command line would give.
-ExitCode convert(const std::string& fixture, const std::string& out,
-                 const std::function<void(Options&)>& tweak = {}) {
+// Converts the checkpoint at `checkpoint` on MPI_COMM_WORLD (collective) and reports the exit
+// code the command line would give.
+ExitCode convert_at(const std::string& checkpoint, const std::string& out,
+                    const std::function<void(Options&)>& tweak = {}) {
     Options options;
     if (tweak)
         tweak(options);
     try {
-        z2f::convert(testing::fixture_path(fixture), out, options, MPI_COMM_WORLD);
+        z2f::convert(checkpoint, out, options, MPI_COMM_WORLD);
         return ExitCode::kOk;
     } catch (const Error& error) {
         return cli::exit_code_for(error.kind());
     }
+}
+
+ExitCode convert(const std::string& fixture, const std::string& out,
+                 const std::function<void(Options&)>& tweak = {}) {
+    return convert_at(testing::fixture_path(fixture), out, tweak);
 }
 
 void parity(Options& o) {
@@ -335,6 +344,120 @@ TEST(MpiConversion, OneFileSharedByAllRanks) {
     if (root()) {
         expect_same_bytes(safetensors_out + "/model.safetensors",
                           testing::fixture_path("z3_ws4_fp32/ref/safetensors/model.safetensors"));
+    }
+}
+
+// Outside the trees compared across rank counts: what a failed run leaves depends on them.
+std::string scratch_dir(const std::string& name) {
+    std::string path = output_base() + "-scratch/" + name;
+    if (root()) {
+        fs::remove_all(path);
+        fs::create_directories(fs::path(path).parent_path());
+    }
+    MPI_Barrier(MPI_COMM_WORLD);
+    return path;
+}
+
+// A copy of `fixture` in which one bit of the record holding the first tensor that `pick`
+// chooses (as a run of `options` plans it) is flipped; collective, rank 0 writes.
+struct DamagedCopy {
+    std::string path;
+    std::string tensor;  // the tensor the flipped byte belongs to
+};
+DamagedCopy damaged_copy(const std::string& fixture, const Options& options,
+                         const std::function<bool(const plan::PlannedTensor&)>& pick) {
+    const std::string original = testing::fixture_path(fixture);
+    run::RunSettings settings;
+    settings.options = options;
+    run::RunPlan plan = run::build_run_plan(
+        checkpoint::read_checkpoint_meta(checkpoint::discover_checkpoint(original, "")), settings);
+    auto chosen = std::find_if(
+        plan.tensors.tensors.begin(), plan.tensors.tensors.end(),
+        [&](const plan::PlannedTensor& tensor) { return !tensor.extents.empty() && pick(tensor); });
+    if (chosen == plan.tensors.tensors.end())
+        throw std::runtime_error("no such tensor in " + fixture);
+    const SourceExtent& extent = chosen->extents.back();
+    DamagedCopy copy{scratch_dir("damaged/" + fixture), chosen->name};
+    if (root()) {
+        fs::copy(original, copy.path, fs::copy_options::recursive);
+        std::string input = plan.tensors.inputs[extent.file].path;
+        input = copy.path + input.substr(original.size());
+        std::vector<std::byte> bytes = testing::read_file_bytes(input);
+        bytes.at(extent.offset + extent.length / 2) ^= std::byte{0x10};
+        testing::write_file_bytes(input, bytes);
+    }
+    MPI_Barrier(MPI_COMM_WORLD);
+    return copy;
+}
+
+TEST(MpiConversion, AFlippedBitInAnyRecordReadIsCaught) {
+    struct Case {
+        const char* fixture;
+        OutputFormat format;
+        std::function<bool(const plan::PlannedTensor&)> pick;
+        const char* what;
+    };
+    auto role = [](TensorRole wanted) {
+        return [wanted](const plan::PlannedTensor& tensor) { return tensor.role == wanted; };
+    };
+    const Case cases[] = {
+        {"z3_ws2_fp32", OutputFormat::kSafetensors, role(TensorRole::kTrainable),
+         "an fp32 master partition"},
+        {"z2_ws2_fp32", OutputFormat::kTorch, role(TensorRole::kTrainable), "a flat fp32 group"},
+        {"z2_ws2_frozen_bf16", OutputFormat::kSafetensors, role(TensorRole::kFrozen),
+         "a frozen parameter"},
+        {"z3_ws2_frozen_bf16", OutputFormat::kHdf5, role(TensorRole::kFrozen),
+         "a ZeRO-3 frozen fragment"},
+        {"z3_ws2_tied_fp32", OutputFormat::kSafetensors, role(TensorRole::kBuffer), "a buffer"},
+        {"z2_ws2_fp32", OutputFormat::kUniversal,
+         [](const plan::PlannedTensor& tensor) {
+             return tensor.name.find("exp_avg_sq") != std::string::npos;
+         },
+         "an Adam moment"},
+    };
+    for (const Case& c : cases) {
+        SCOPED_TRACE(std::string(c.fixture) + " " + std::string(enum_name(c.format)) + ": " +
+                     c.what);
+        auto shape = [&](Options& o) {
+            o.format = c.format;
+            if (c.format == OutputFormat::kUniversal || c.format == OutputFormat::kHdf5)
+                o.max_shard_size.reset();
+            else
+                o.max_shard_size = 3'000;
+        };
+        Options options;
+        shape(options);
+        DamagedCopy copy = damaged_copy(c.fixture, options, c.pick);
+        std::string out = scratch_dir("damaged-out/" + std::string(c.fixture));
+        try {
+            z2f::convert(copy.path, out, options, MPI_COMM_WORLD);
+            ADD_FAILURE() << "converted a checkpoint with a damaged record of " << copy.tensor;
+        } catch (const Error& error) {
+            EXPECT_EQ(error.kind(), ErrorKind::kInput) << error.what();
+            EXPECT_NE(std::string(error.what()).find("fails its CRC-32 check"), std::string::npos)
+                << error.what();
+            EXPECT_NE(std::string(error.what()).find(copy.path), std::string::npos) << error.what();
+        }
+        if (root()) {
+            // No index, and no output holding the damaged tensor's bytes under a final name.
+            EXPECT_FALSE(fs::exists(out + "/model.safetensors.index.json"));
+            EXPECT_FALSE(fs::exists(out + "/latest_universal"));
+            for (const auto& entry : fs::recursive_directory_iterator(out)) {
+                if (entry.path().extension() != ".safetensors")
+                    continue;
+                auto content = testing::read_safetensors(entry.path().string());
+                EXPECT_EQ(testing::find_tensor(content.tensors, copy.tensor), nullptr)
+                    << entry.path();
+            }
+        }
+        // The same damage with the check off converts (and gives wrong bytes).
+        std::string unchecked = scratch_dir("damaged-unchecked/" + std::string(c.fixture));
+        EXPECT_EQ(convert_at(copy.path, unchecked,
+                             [&](Options& o) {
+                                 shape(o);
+                                 o.input_crc = false;
+                             }),
+                  ExitCode::kOk);
     }
 }
 

@@ -23,7 +23,7 @@ Fake fake_stage2(std::uint32_t world) {
     checkpoint::ModelStatesInfo model;
     model.has_buffer_names = true;
     model.param_shapes = std::vector<std::vector<checkpoint::NamedShape>>{{{"w", {8}}}};
-    fake.metas.push_back({100, model});
+    fake.metas.push_back({100, model, {}});
     for (std::uint32_t r = 0; r < world; ++r) {
         fake.files.optim_files.push_back("/ckpt/global_step1/zero_pp_rank_" + std::to_string(r) +
                                          "_mp_rank_00_optim_states.pt");
@@ -32,7 +32,7 @@ Fake fake_stage2(std::uint32_t world) {
         optim.zero_stage = 2;
         optim.partition_count = {world};
         optim.master = {partition(8 / world)};
-        fake.metas.push_back({100, optim});
+        fake.metas.push_back({100, optim, {}});
     }
     return fake;
 }

@@ -25,7 +25,12 @@ TEST(MetaCodec, RoundTripsEveryFixtureFile) {
             FileMeta decoded = decode_file_meta(in);
             EXPECT_EQ(decoded.size, original.size);
             EXPECT_EQ(decoded.info, original.info) << fixture;
+            EXPECT_EQ(decoded.records, original.records) << fixture;
         }
+        // The optimizer files' records, each with the CRC its zip directory records.
+        EXPECT_FALSE(originals.back().records.empty()) << fixture;
+        for (const InputRecord& record : originals.back().records)
+            EXPECT_NE(record.crc32, 0u) << fixture << " " << record.name;
         EXPECT_TRUE(in.at_end());
     }
 }

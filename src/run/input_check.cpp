@@ -1,0 +1,245 @@
+#include "run/input_check.hpp"
+
+#include <algorithm>
+#include <cstdio>
+#include <iterator>
+#include <map>
+
+#include "common/crc32.hpp"
+#include "common/errors.hpp"
+
+namespace z2f::run {
+namespace {
+
+// The records of `records` (sorted by file, then offset; disjoint within a file) that overlap
+// bytes [begin, end) of input `file`, as an index range.
+std::pair<std::size_t, std::size_t> overlapping(const std::vector<InputRecord>& records,
+                                                std::uint32_t file, std::uint64_t begin,
+                                                std::uint64_t end) {
+    auto first =
+        std::lower_bound(records.begin(), records.end(), std::pair{file, begin},
+                         [](const InputRecord& record, const auto& key) {
+                             return record.file < key.first ||
+                                    (record.file == key.first && record.end() <= key.second);
+                         });
+    auto last = first;
+    while (last != records.end() && last->file == file && last->offset < end)
+        ++last;
+    return {static_cast<std::size_t>(first - records.begin()),
+            static_cast<std::size_t>(last - records.begin())};
+}
+
+// The parts of [begin, end) not in `taken` (disjoint intervals start -> end), which then are.
+std::vector<std::pair<std::uint64_t, std::uint64_t>> claim(
+    std::map<std::uint64_t, std::uint64_t>& taken, std::uint64_t begin, std::uint64_t end) {
+    std::vector<std::pair<std::uint64_t, std::uint64_t>> fresh;
+    auto it = taken.upper_bound(begin);
+    if (it != taken.begin() && std::prev(it)->second > begin)
+        --it;
+    std::uint64_t position = begin;
+    while (position < end) {
+        if (it == taken.end() || it->first >= end) {
+            fresh.emplace_back(position, end);
+            break;
+        }
+        if (it->first > position)
+            fresh.emplace_back(position, it->first);
+        position = std::max(position, it->second);
+        ++it;
+    }
+    for (const auto& [from, to] : fresh)
+        taken.emplace(from, to);
+    return fresh;
+}
+
+void add_unique(std::vector<std::uint32_t>& list, std::uint32_t value) {
+    if (std::find(list.begin(), list.end(), value) == list.end())
+        list.push_back(value);
+}
+
+struct RecordState {
+    bool touched = false;
+    std::map<std::uint64_t, std::uint64_t> taken;
+    std::vector<std::uint32_t> claims;  // indices into the provisional pieces
+    std::vector<std::uint32_t> tensors;
+    std::vector<std::uint32_t> files;
+};
+
+std::string hex(std::uint32_t value) {
+    char text[16];
+    std::snprintf(text, sizeof text, "0x%08x", value);
+    return text;
+}
+
+}  // namespace
+
+const std::vector<CrcRange>* InputCheckPlan::ranges_of(std::uint32_t file,
+                                                       std::uint32_t slot) const {
+    auto it = slot_ranges.find(slot_key(file, slot));
+    return it == slot_ranges.end() ? nullptr : &it->second;
+}
+
+std::uint64_t InputCheckPlan::extra_bytes() const noexcept {
+    std::uint64_t bytes = 0;
+    for (const CheckPiece& piece : pieces) {
+        if (piece.extra_read)
+            bytes += piece.length;
+    }
+    return bytes;
+}
+
+InputCheckPlan plan_input_check(const RunPlan& plan) {
+    const std::vector<InputRecord>& records = plan.tensors.records;
+    std::vector<RecordState> state(records.size());
+    std::vector<CheckPiece> provisional;
+    InputCheckPlan check;
+
+    // Marks the records a byte range touches; `ranges` (null: the bytes are only compared, not
+    // copied) receives the pieces it is the first to read.
+    auto touch = [&](std::uint32_t tensor, std::uint32_t file, const SourceExtent& extent,
+                     std::uint32_t rank, std::vector<CrcRange>* ranges, std::uint32_t index) {
+        auto [first, last] =
+            overlapping(records, extent.file, extent.offset, extent.offset + extent.length);
+        for (std::size_t r = first; r < last; ++r) {
+            RecordState& record = state[r];
+            record.touched = true;
+            add_unique(record.tensors, tensor);
+            add_unique(record.files, file);
+            if (ranges == nullptr || records[r].crc32 == 0)
+                continue;
+            const std::uint64_t begin = std::max(extent.offset, records[r].offset);
+            const std::uint64_t end = std::min(extent.offset + extent.length, records[r].end());
+            for (const auto& [from, to] : claim(record.taken, begin, end)) {
+                const auto id = static_cast<std::uint32_t>(provisional.size());
+                provisional.push_back(
+                    {static_cast<std::uint32_t>(r), from, to - from, rank, false});
+                record.claims.push_back(id);
+                ranges->push_back({index, from, to - from, id});
+            }
+        }
+    };
+
+    for (std::uint32_t f = 0; f < plan.files.size(); ++f) {
+        const OutputFileRecord& file = plan.files[f];
+        if (file.skip)
+            continue;
+        for (std::uint32_t t = file.first_task; t < file.first_task + file.task_count; ++t) {
+            const plan::WriteTask& task = plan.tasks.at(t);
+            for (std::uint32_t s = task.slot_begin; s < task.slot_end; ++s) {
+                const std::uint32_t slot_tensor = file.layout.slots.at(s).tensor;
+                const plan::PlannedTensor& source = plan.source_of(slot_tensor);
+                const plan::PlannedTensor& written = plan.tensors.tensors.at(slot_tensor);
+                // Messages name the tensor the bytes belong to, not its alias.
+                const std::uint32_t tensor =
+                    written.is_alias() ? static_cast<std::uint32_t>(written.alias_of) : slot_tensor;
+                std::vector<CrcRange> ranges;
+                for (std::uint32_t e = 0; e < source.extents.size(); ++e)
+                    touch(tensor, f, source.extents[e], task.rank, &ranges, e);
+                // Replicas the replica check compares are read too: their records are checked,
+                // their bytes as the checker's extra reads.
+                for (const plan::TensorPiece& piece : source.pieces) {
+                    if (piece.combine == plan::PieceCombine::kCopy)
+                        continue;
+                    for (std::size_t k = 1; k < piece.sources.size(); ++k) {
+                        for (const SourceExtent& extent : piece.sources[k])
+                            touch(tensor, f, extent, task.rank, nullptr, 0);
+                    }
+                }
+                if (!ranges.empty())
+                    check.slot_ranges.emplace(InputCheckPlan::slot_key(f, s), std::move(ranges));
+            }
+        }
+    }
+
+    // Final pieces: each record's claims and the gaps between them, in file order.
+    std::vector<std::uint32_t> final_id(provisional.size(), 0);
+    for (std::uint32_t r = 0; r < records.size(); ++r) {
+        RecordState& record = state[r];
+        if (!record.touched)
+            continue;
+        if (records[r].crc32 == 0) {
+            check.without_crc.push_back(r);
+            continue;
+        }
+        std::sort(record.claims.begin(), record.claims.end(),
+                  [&](std::uint32_t a, std::uint32_t b) {
+                      return provisional[a].offset < provisional[b].offset;
+                  });
+        const std::uint32_t checker =
+            record.claims.empty() ? r % plan.ranks : provisional[record.claims.front()].rank;
+        CheckedRecord checked;
+        checked.record = r;
+        checked.first_piece = static_cast<std::uint32_t>(check.pieces.size());
+        std::uint64_t position = records[r].offset;
+        auto gap_to = [&](std::uint64_t end) {
+            if (end > position)
+                check.pieces.push_back({r, position, end - position, checker, true});
+        };
+        for (std::uint32_t id : record.claims) {
+            gap_to(provisional[id].offset);
+            final_id[id] = static_cast<std::uint32_t>(check.pieces.size());
+            check.pieces.push_back(provisional[id]);
+            position = provisional[id].offset + provisional[id].length;
+        }
+        gap_to(records[r].end());
+        checked.piece_count = static_cast<std::uint32_t>(check.pieces.size()) - checked.first_piece;
+        checked.tensors = std::move(record.tensors);
+        checked.files = std::move(record.files);
+        std::sort(checked.files.begin(), checked.files.end());
+        check.records.push_back(std::move(checked));
+    }
+    for (auto& [key, ranges] : check.slot_ranges) {
+        for (CrcRange& range : ranges)
+            range.piece = final_id[range.piece];
+    }
+    return check;
+}
+
+std::vector<FailedRecord> failed_records(const InputCheckPlan& check,
+                                         const std::vector<InputRecord>& records,
+                                         const std::vector<std::uint32_t>& piece_crcs) {
+    if (piece_crcs.size() != check.pieces.size())
+        throw_internal_error("input check: " + std::to_string(piece_crcs.size()) +
+                             " piece CRCs for " + std::to_string(check.pieces.size()) + " pieces");
+    std::vector<FailedRecord> failed;
+    for (std::size_t c = 0; c < check.records.size(); ++c) {
+        const CheckedRecord& checked = check.records[c];
+        std::uint32_t crc = 0;
+        for (std::uint32_t p = checked.first_piece; p < checked.first_piece + checked.piece_count;
+             ++p) {
+            crc = crc32_join(crc, piece_crcs[p], check.pieces[p].length);
+        }
+        const InputRecord& record = records.at(checked.record);
+        if (crc != record.crc32)
+            failed.push_back({checked.record, record.crc32, crc, c});
+    }
+    return failed;
+}
+
+std::string describe_failed_records(const RunPlan& plan, const InputCheckPlan& check,
+                                    const std::vector<FailedRecord>& failed) {
+    if (failed.empty())
+        return {};
+    const FailedRecord& first = failed.front();
+    const InputRecord& record = plan.tensors.records.at(first.record);
+    const CheckedRecord& checked = check.records.at(first.checked);
+    std::string holding;
+    constexpr std::size_t kNamed = 3;
+    for (std::size_t i = 0; i < checked.tensors.size() && i < kNamed; ++i) {
+        holding += (i == 0 ? "'" : ", '") + plan.tensors.tensors.at(checked.tensors[i]).name + "'";
+    }
+    if (checked.tensors.size() > kNamed)
+        holding += " and " + std::to_string(checked.tensors.size() - kNamed) + " more tensors";
+    std::string message = "'" + plan.tensors.inputs.at(record.file).path + "': record '" +
+                          record.name + "' (" + std::to_string(record.length) + " bytes, holding " +
+                          holding + ") fails its CRC-32 check: the zip directory records " +
+                          hex(first.expected) + ", its bytes give " + hex(first.actual);
+    if (failed.size() > 1)
+        message += "; " + std::to_string(failed.size() - 1) + " more record(s) fail too";
+    message +=
+        ". The checkpoint file is damaged: copy it again from its source (--no-input-crc "
+        "skips this check)";
+    return message;
+}
+
+}  // namespace z2f::run

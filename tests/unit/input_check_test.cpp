@@ -1,0 +1,197 @@
+// The input CRC check plan (run/input_check.hpp), built without MPI from the real fixtures:
+// the pieces of every record read cover it exactly once and in file order, every byte a copy
+// reads is checksummed by the rank that copies it, and the pieces' CRCs, computed here from the
+// fixture files, join into the CRCs of the zip directories.
+#include "run/input_check.hpp"
+
+#include <algorithm>
+#include <set>
+
+#include <gtest/gtest.h>
+
+#include "checkpoint/assemble.hpp"
+#include "checkpoint/discovery.hpp"
+#include "common/crc32.hpp"
+#include "io/posix_file.hpp"
+#include "support/test_files.hpp"
+#include "zero2fp32/error.hpp"
+
+namespace z2f::run {
+namespace {
+
+checkpoint::CheckpointMeta fixture_meta(const std::string& fixture) {
+    return checkpoint::read_checkpoint_meta(
+        checkpoint::discover_checkpoint(testing::fixture_path(fixture), ""));
+}
+
+RunPlan build(const checkpoint::CheckpointMeta& meta, std::uint32_t ranks, Options options = {}) {
+    RunSettings settings;
+    settings.options = options;
+    settings.ranks = ranks;
+    settings.writer_version = "test";
+    return build_run_plan(meta, settings);
+}
+
+// Every piece's CRC, read from the input files as a rank would.
+std::vector<std::uint32_t> piece_crcs(const RunPlan& plan, const InputCheckPlan& check) {
+    std::vector<std::uint32_t> crcs;
+    for (const CheckPiece& piece : check.pieces) {
+        const InputRecord& record = plan.tensors.records.at(piece.record);
+        io::File file = io::File::open_read(plan.tensors.inputs.at(record.file).path);
+        std::vector<std::byte> bytes(piece.length);
+        file.read_exact(piece.offset, bytes);
+        crcs.push_back(crc32_of(bytes));
+    }
+    return crcs;
+}
+
+void expect_well_formed(const RunPlan& plan, const InputCheckPlan& check) {
+    ASSERT_FALSE(check.records.empty());
+    std::uint32_t next_piece = 0;
+    for (const CheckedRecord& checked : check.records) {
+        const InputRecord& record = plan.tensors.records.at(checked.record);
+        EXPECT_NE(record.crc32, 0u);
+        EXPECT_EQ(checked.first_piece, next_piece);
+        ASSERT_GE(checked.piece_count, 1u);
+        std::uint64_t position = record.offset;
+        for (std::uint32_t p = checked.first_piece; p < checked.first_piece + checked.piece_count;
+             ++p) {
+            const CheckPiece& piece = check.pieces.at(p);
+            EXPECT_EQ(piece.record, checked.record);
+            EXPECT_EQ(piece.offset, position) << record.name;
+            EXPECT_GT(piece.length, 0u);
+            EXPECT_LT(piece.rank, plan.ranks);
+            position = piece.offset + piece.length;
+        }
+        EXPECT_EQ(position, record.end()) << record.name;
+        next_piece += checked.piece_count;
+        EXPECT_FALSE(checked.tensors.empty());
+        EXPECT_FALSE(checked.files.empty());
+    }
+    EXPECT_EQ(next_piece, check.pieces.size());
+
+    // Ranges: inside their slot's extent, exactly their piece, read by the piece's rank; every
+    // piece a copy reads is read by one slot only.
+    std::vector<int> read_by(check.pieces.size(), 0);
+    for (const auto& [key, ranges] : check.slot_ranges) {
+        const auto file = static_cast<std::uint32_t>(key >> 32);
+        const auto slot = static_cast<std::uint32_t>(key & 0xffffffffu);
+        const OutputFileRecord& record = plan.files.at(file);
+        const plan::PlannedTensor& source = plan.source_of(record.layout.slots.at(slot).tensor);
+        std::uint32_t rank = plan.ranks;
+        for (std::uint32_t t = record.first_task; t < record.first_task + record.task_count; ++t) {
+            if (plan.tasks[t].slot_begin <= slot && slot < plan.tasks[t].slot_end)
+                rank = plan.tasks[t].rank;
+        }
+        for (const CrcRange& range : ranges) {
+            const SourceExtent& extent = source.extents.at(range.extent);
+            EXPECT_GE(range.offset, extent.offset);
+            EXPECT_LE(range.offset + range.length, extent.offset + extent.length);
+            const CheckPiece& piece = check.pieces.at(range.piece);
+            EXPECT_FALSE(piece.extra_read);
+            EXPECT_EQ(piece.offset, range.offset);
+            EXPECT_EQ(piece.length, range.length);
+            EXPECT_EQ(piece.rank, rank);
+            ++read_by[range.piece];
+        }
+    }
+    for (std::size_t p = 0; p < check.pieces.size(); ++p)
+        EXPECT_EQ(read_by[p], check.pieces[p].extra_read ? 0 : 1) << "piece " << p;
+}
+
+TEST(InputCheck, PiecesCoverEveryRecordReadOnceAndJoinToItsCrc) {
+    for (const char* fixture :
+         {"z3_ws2_tied_fp32", "z2_ws2_frozen_bf16", "z1_ws2_bf16opt", "z3_ws4_fp32"}) {
+        checkpoint::CheckpointMeta meta = fixture_meta(fixture);
+        for (OutputFormat format : {OutputFormat::kSafetensors, OutputFormat::kTorch,
+                                    OutputFormat::kHdf5, OutputFormat::kUniversal}) {
+            for (std::uint32_t ranks = 1; ranks <= 4; ++ranks) {
+                SCOPED_TRACE(std::string(fixture) + " " + std::string(enum_name(format)) +
+                             " ranks " + std::to_string(ranks));
+                Options options;
+                options.format = format;
+                if (format == OutputFormat::kUniversal)
+                    options.max_shard_size.reset();
+                else
+                    options.max_shard_size = 3'000;
+                RunPlan plan = build(meta, ranks, options);
+                InputCheckPlan check = plan_input_check(plan);
+                expect_well_formed(plan, check);
+                EXPECT_TRUE(check.without_crc.empty());
+                std::vector<std::uint32_t> crcs = piece_crcs(plan, check);
+                EXPECT_TRUE(failed_records(check, plan.tensors.records, crcs).empty());
+            }
+        }
+    }
+}
+
+TEST(InputCheck, TheSamePlanOnEveryRankForEveryRankCount) {
+    checkpoint::CheckpointMeta meta = fixture_meta("z3_ws4_fp32");
+    for (std::uint32_t ranks = 1; ranks <= 4; ++ranks) {
+        InputCheckPlan a = plan_input_check(build(meta, ranks));
+        InputCheckPlan b = plan_input_check(build(meta, ranks));
+        EXPECT_EQ(a.pieces, b.pieces);
+        EXPECT_EQ(a.slot_ranges, b.slot_ranges);
+    }
+}
+
+TEST(InputCheck, BytesNoCopyReadsAreExtraReadsOfTheChecker) {
+    // One tensor of a ZeRO-2 flat group: the rest of the group's record is read for the check.
+    checkpoint::CheckpointMeta meta = fixture_meta("z2_ws2_fp32");
+    Options options;
+    options.include = {"^fc1\\.bias$"};
+    RunPlan plan = build(meta, 2, options);
+    ASSERT_EQ(plan.tensors.tensors.size(), 1u);
+    InputCheckPlan check = plan_input_check(plan);
+    expect_well_formed(plan, check);
+    std::uint64_t record_bytes = 0;
+    for (const CheckedRecord& checked : check.records)
+        record_bytes += plan.tensors.records[checked.record].length;
+    EXPECT_EQ(check.extra_bytes() + plan.tensors.tensors[0].source_bytes(), record_bytes);
+    for (const CheckPiece& piece : check.pieces)
+        EXPECT_EQ(piece.rank, plan.tasks.front().rank);
+}
+
+TEST(InputCheck, SkippedFilesReadNothingAndRecordsWithoutCrcAreListed) {
+    checkpoint::CheckpointMeta meta = fixture_meta("z3_ws2_fp32");
+    Options options;
+    options.max_shard_size = 3'000;
+    RunPlan plan = build(meta, 2, options);
+    ASSERT_GE(plan.files.size(), 2u);
+    plan.apply_resume(std::vector<bool>(plan.files.size(), true));
+    InputCheckPlan none = plan_input_check(plan);
+    EXPECT_TRUE(none.records.empty());
+    EXPECT_TRUE(none.pieces.empty());
+
+    for (InputRecord& record : meta.records)
+        record.crc32 = 0;
+    RunPlan without = build(meta, 2, options);
+    InputCheckPlan check = plan_input_check(without);
+    EXPECT_TRUE(check.records.empty());
+    EXPECT_TRUE(check.slot_ranges.empty());
+    EXPECT_FALSE(check.without_crc.empty());
+}
+
+TEST(InputCheck, AFailedRecordNamesTheFileTheRecordAndItsTensors) {
+    checkpoint::CheckpointMeta meta = fixture_meta("z3_ws2_fp32");
+    RunPlan plan = build(meta, 3);
+    InputCheckPlan check = plan_input_check(plan);
+    std::vector<std::uint32_t> crcs = piece_crcs(plan, check);
+    crcs.back() ^= 1;
+    std::vector<FailedRecord> failed = failed_records(check, plan.tensors.records, crcs);
+    ASSERT_EQ(failed.size(), 1u);
+    const InputRecord& record = plan.tensors.records[failed[0].record];
+    EXPECT_EQ(failed[0].expected, record.crc32);
+    EXPECT_NE(failed[0].actual, record.crc32);
+    std::string message = describe_failed_records(plan, check, failed);
+    EXPECT_NE(message.find(plan.tensors.inputs[record.file].path), std::string::npos) << message;
+    EXPECT_NE(message.find("record '" + record.name + "'"), std::string::npos) << message;
+    EXPECT_NE(message.find("fails its CRC-32 check"), std::string::npos) << message;
+    const std::string first_tensor =
+        plan.tensors.tensors[check.records[failed[0].checked].tensors[0]].name;
+    EXPECT_NE(message.find("'" + first_tensor + "'"), std::string::npos) << message;
+    EXPECT_THROW(failed_records(check, plan.tensors.records, {}), Error);
+}
+
+}  // namespace
+}  // namespace z2f::run
