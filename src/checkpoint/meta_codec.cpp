@@ -332,7 +332,6 @@ std::vector<InputRecord> decode_records(WireReader& in) {
 
 void encode_file_meta(const FileMeta& meta, WireWriter& out) {
     out.u64(meta.size);
-    encode_records(meta.records, out);
     if (const auto* model = std::get_if<ModelStatesInfo>(&meta.info)) {
         out.enumerator(FileKind::kModel);
         put_model(out, *model);
@@ -340,17 +339,18 @@ void encode_file_meta(const FileMeta& meta, WireWriter& out) {
         out.enumerator(FileKind::kOptim);
         put_optim(out, std::get<OptimStatesInfo>(meta.info));
     }
+    encode_records(meta.records, out);
 }
 
 FileMeta decode_file_meta(WireReader& in) {
     FileMeta meta;
     meta.size = in.u64();
-    meta.records = decode_records(in);
     if (in.enumerator(FileKind::kOptim) == FileKind::kModel) {
         meta.info = get_model(in);
     } else {
         meta.info = get_optim(in);
     }
+    meta.records = decode_records(in);
     return meta;
 }
 

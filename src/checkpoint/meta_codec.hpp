@@ -7,7 +7,8 @@
 // checkpoint_meta.hpp; tensors as (file u32, dtype enum, shape dims, numel, offset, length); the
 // pickled-value graph of an optimizer file's global state as its nodes in order (kind, integer,
 // the double's bits, text, name, child indices as u32, via_newobj, has_state), every child index
-// below its node's own, then the kept entries (key, key node, value node) and param_groups.
+// below its node's own, then the kept entries (key, key node, value node) and param_groups; a
+// file's storage records last (file u32, offset u64, length u64, crc32 u32, name).
 // Decoding checks every length and enumerator: a malformed buffer is an internal error.
 #pragma once
 

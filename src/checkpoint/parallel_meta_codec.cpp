@@ -191,7 +191,6 @@ FileGrid decode_file_grid(std::span<const std::byte> bytes) {
 
 void encode_parallel_file_meta(const ParallelFileMeta& meta, WireWriter& out) {
     out.u64(meta.size);
-    encode_records(meta.records, out);
     if (const auto* model = std::get_if<ParallelModelFile>(&meta.info)) {
         out.enumerator(FileKind::kModel);
         encode_model_states(model->states, out);
@@ -204,12 +203,12 @@ void encode_parallel_file_meta(const ParallelFileMeta& meta, WireWriter& out) {
         out.enumerator(FileKind::kStateDict);
         encode_named_tensors(std::get<StateDictInfo>(meta.info).tensors, out);
     }
+    encode_records(meta.records, out);
 }
 
 ParallelFileMeta decode_parallel_file_meta(WireReader& in) {
     ParallelFileMeta meta;
     meta.size = in.u64();
-    meta.records = decode_records(in);
     switch (in.enumerator(FileKind::kStateDict)) {
         case FileKind::kModel: {
             ParallelModelFile model;
@@ -229,6 +228,7 @@ ParallelFileMeta decode_parallel_file_meta(WireReader& in) {
             meta.info = StateDictInfo{decode_named_tensors(in)};
             break;
     }
+    meta.records = decode_records(in);
     return meta;
 }
 

@@ -1,20 +1,34 @@
 #include "driver/run_report.hpp"
 
 #include <algorithm>
-
-#include <sys/resource.h>
+#include <exception>
+#include <string>
 
 #include "io/posix_file.hpp"
 
 namespace z2f::driver {
 namespace {
 
-// Peak resident set of this process in bytes (VmHWM), or 0 when unknown.
+// Peak resident set of this process image in bytes: VmHWM of /proc/self/status, or 0 when
+// unknown. Not getrusage's ru_maxrss: Linux carries that across execve, so a rank started
+// from a large parent (a Python driver, a shell that forked from one) would report the
+// parent's peak.
 std::uint64_t peak_rss_bytes() {
-    struct rusage usage {};
-    if (::getrusage(RUSAGE_SELF, &usage) != 0)
+    std::string status;
+    try {
+        status = io::read_unsized_file("/proc/self/status", 1u << 16);
+    } catch (const std::exception&) {
         return 0;
-    return static_cast<std::uint64_t>(usage.ru_maxrss) * 1024;  // Linux reports KiB
+    }
+    const std::size_t at = status.find("\nVmHWM:");
+    if (at == std::string::npos)
+        return 0;
+    std::uint64_t kib = 0;
+    for (std::size_t i = at + 7; i < status.size() && status[i] != '\n'; ++i) {
+        if (status[i] >= '0' && status[i] <= '9')
+            kib = kib * 10 + static_cast<std::uint64_t>(status[i] - '0');
+    }
+    return kib * 1024;
 }
 
 }  // namespace

@@ -402,6 +402,23 @@ std::string read_small_file(const std::string& path, std::size_t max_bytes) {
     return content;
 }
 
+std::string read_unsized_file(const std::string& path, std::size_t max_bytes) {
+    File file = File::open_read(path);
+    std::string content;
+    constexpr std::size_t kStep = 4096;
+    while (content.size() < max_bytes) {
+        const std::size_t before = content.size();
+        content.resize(before + std::min(kStep, max_bytes - before));
+        std::size_t got = file.read_at_most(
+            before,
+            std::as_writable_bytes(std::span(content.data() + before, content.size() - before)));
+        content.resize(before + got);
+        if (got == 0)
+            break;
+    }
+    return content;
+}
+
 void write_file_atomically(const std::string& path, std::string_view content) {
     std::string temp = path + ".tmp";
     {

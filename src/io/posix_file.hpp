@@ -122,6 +122,9 @@ std::int64_t copy_file_range_once(const File& input, std::uint64_t input_offset,
 
 // Reads a whole small file (at most max_bytes, else an input error).
 std::string read_small_file(const std::string& path, std::size_t max_bytes);
+// Reads until end of file, at most max_bytes, without trusting the size the file system
+// reports: the files of /proc say 0.
+std::string read_unsized_file(const std::string& path, std::size_t max_bytes);
 // Writes a small file through a temporary name, fsync, and rename: never half-written.
 void write_file_atomically(const std::string& path, std::string_view content);
 
