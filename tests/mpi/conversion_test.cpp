@@ -5,7 +5,6 @@
 #include <cstdlib>
 #include <filesystem>
 #include <functional>
-#include <unistd.h>
 
 #include <gtest/gtest.h>
 #include <mpi.h>
@@ -15,6 +14,7 @@
 #include "cli/exit_code.hpp"
 #include "container/torch_file.hpp"
 #include "io/dtype_convert.hpp"
+#include "mpi_support.hpp"
 #include "run/run_plan.hpp"
 #include "support/expected_state.hpp"
 #include "support/output_reader.hpp"
@@ -27,27 +27,9 @@ namespace {
 namespace fs = std::filesystem;
 using testing::ExpectedTensor;
 
-int rank() {
-    int r = 0;
-    MPI_Comm_rank(MPI_COMM_WORLD, &r);
-    return r;
-}
-bool root() {
-    return rank() == 0;
-}
-
-// Where outputs go: $Z2F_MPI_OUTPUT_DIR (set by CTest), else a folder named after rank 0's pid.
-const std::string& output_base() {
-    static const std::string base = [] {
-        const char* dir = std::getenv("Z2F_MPI_OUTPUT_DIR");
-        if (dir != nullptr)
-            return std::string(dir);
-        long pid = root() ? static_cast<long>(::getpid()) : 0;
-        MPI_Bcast(&pid, 1, MPI_LONG, 0, MPI_COMM_WORLD);
-        return "/tmp/z2f-mpi-tests-" + std::to_string(pid);
-    }();
-    return base;
-}
+using mpi_test::output_base;
+using mpi_test::rank;
+using mpi_test::root;
 
 // A fresh output directory for `name`, the same path on every rank (collective).
 std::string output_dir(const std::string& name) {

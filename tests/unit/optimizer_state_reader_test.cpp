@@ -6,14 +6,13 @@
 
 #include "checkpoint/assemble.hpp"
 #include "checkpoint/discovery.hpp"
+#include "support/fixture_plans.hpp"
 #include "support/test_files.hpp"
 
 namespace z2f::checkpoint {
 namespace {
 
-CheckpointMeta fixture_meta(const std::string& fixture) {
-    return read_checkpoint_meta(discover_checkpoint(testing::fixture_path(fixture), ""));
-}
+using testing::fixture_meta;
 
 std::vector<std::string> entry_keys(const OptimizerGlobalState& state) {
     std::vector<std::string> keys;

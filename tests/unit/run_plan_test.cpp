@@ -11,6 +11,7 @@
 #include "checkpoint/discovery.hpp"
 #include "common/crc32.hpp"
 #include "support/expected_state.hpp"
+#include "support/fixture_plans.hpp"
 #include "support/test_files.hpp"
 #include "zero2fp32/error.hpp"
 #include "zero2fp32/plan.hpp"
@@ -18,17 +19,10 @@
 namespace z2f::run {
 namespace {
 
-checkpoint::CheckpointMeta fixture_meta(const std::string& fixture) {
-    return checkpoint::read_checkpoint_meta(
-        checkpoint::discover_checkpoint(testing::fixture_path(fixture), ""));
-}
+using testing::fixture_meta;
 
 RunPlan build(const checkpoint::CheckpointMeta& meta, std::uint32_t ranks, Options options = {}) {
-    RunSettings settings;
-    settings.options = options;
-    settings.ranks = ranks;
-    settings.writer_version = "test";
-    return build_run_plan(meta, settings);
+    return testing::build_plan(meta, ranks, options);
 }
 
 TEST(RunPlan, EveryFileHasContiguousTasksCoveringItsSlotsOnce) {

@@ -13,6 +13,7 @@
 #include "output/universal_layout.hpp"
 #include "plan/unit_ownership.hpp"
 #include "run/run_plan.hpp"
+#include "support/fixture_plans.hpp"
 #include "support/test_files.hpp"
 #include "zero2fp32/error.hpp"
 #include "zero2fp32/plan.hpp"
@@ -20,10 +21,7 @@
 namespace z2f::run {
 namespace {
 
-checkpoint::CheckpointMeta fixture_meta(const std::string& fixture) {
-    return checkpoint::read_checkpoint_meta(
-        checkpoint::discover_checkpoint(testing::fixture_path(fixture), ""));
-}
+using testing::fixture_meta;
 
 Options universal() {
     Options options;
@@ -33,11 +31,7 @@ Options universal() {
 
 RunPlan build(const checkpoint::CheckpointMeta& meta, std::uint32_t ranks,
               Options options = universal()) {
-    RunSettings settings;
-    settings.options = options;
-    settings.ranks = ranks;
-    settings.writer_version = "test";
-    return build_run_plan(meta, settings);
+    return testing::build_plan(meta, ranks, options);
 }
 
 // "global_step2_universal/zero/<param>/fp32.pt" -> "<param>"; "" for files of no parameter.
