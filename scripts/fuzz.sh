@@ -66,10 +66,14 @@ for target in "${targets[@]}"; do
         cp tests/fuzz/regressions/"$target"/* "$corpus"/
     fi
 
+    # A dictionary where the format has tokens worth one (the wire codec, all binary, has none).
+    dict=()
+    [[ -f "tests/fuzz/dict/$target.dict" ]] && dict=(-dict="tests/fuzz/dict/$target.dict")
+
     echo "== fuzz: $target (${seconds}s, max_len ${max_len[$target]})"
     status=0
     "$binary" "$corpus" \
-        -dict="tests/fuzz/dict/$target.dict" \
+        "${dict[@]}" \
         -max_total_time="$seconds" \
         -max_len="${max_len[$target]}" \
         -rss_limit_mb=2048 \
