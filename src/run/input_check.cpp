@@ -52,9 +52,17 @@ std::vector<std::pair<std::uint64_t, std::uint64_t>> claim(
     return fresh;
 }
 
+// Appends unless it repeats the last entry (a tensor's extents in one record come one after
+// the other); sorted_unique removes the rest once, instead of a search per extent: at W = 512
+// a record is touched by every parameter.
 void add_unique(std::vector<std::uint32_t>& list, std::uint32_t value) {
-    if (std::find(list.begin(), list.end(), value) == list.end())
+    if (list.empty() || list.back() != value)
         list.push_back(value);
+}
+
+void sorted_unique(std::vector<std::uint32_t>& list) {
+    std::sort(list.begin(), list.end());
+    list.erase(std::unique(list.begin(), list.end()), list.end());
 }
 
 struct RecordState {
@@ -185,7 +193,8 @@ InputCheckPlan plan_input_check(const RunPlan& plan) {
         checked.piece_count = static_cast<std::uint32_t>(check.pieces.size()) - checked.first_piece;
         checked.tensors = std::move(record.tensors);
         checked.files = std::move(record.files);
-        std::sort(checked.files.begin(), checked.files.end());
+        sorted_unique(checked.tensors);
+        sorted_unique(checked.files);
         check.records.push_back(std::move(checked));
     }
     for (auto& [key, ranges] : check.slot_ranges) {

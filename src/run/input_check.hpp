@@ -45,8 +45,8 @@ struct CheckedRecord {
     std::uint32_t record = 0;  // index into plan.tensors.records
     std::uint32_t first_piece = 0;
     std::uint32_t piece_count = 0;
-    std::vector<std::uint32_t> tensors;  // plan tensors read from it, for messages
-    std::vector<std::uint32_t> files;    // output files holding bytes of it
+    std::vector<std::uint32_t> tensors;  // plan tensors read from it (ascending), for messages
+    std::vector<std::uint32_t> files;    // output files holding bytes of it (ascending)
 };
 
 struct InputCheckPlan {
