@@ -68,6 +68,16 @@ OutputFileRecord make_file_record(output::OutputFileLayout layout,
     return record;
 }
 
+void adopt_tasks(RunPlan& run, std::vector<plan::WriteTask> tasks) {
+    run.tasks = std::move(tasks);
+    for (std::uint32_t t = 0; t < run.tasks.size(); ++t) {
+        OutputFileRecord& file = run.files.at(run.tasks[t].file);
+        if (file.task_count == 0)
+            file.first_task = t;
+        ++file.task_count;
+    }
+}
+
 void validate_options(const Options& options) {
     if (options.dtype != DType::kF32 && options.dtype != DType::kBF16 &&
         options.dtype != DType::kF16) {
@@ -207,14 +217,7 @@ RunPlan build_run_plan(const TensorSource& source, const RunSettings& settings) 
         work.push_back(std::move(file));
     }
 
-    plan::Ownership ownership = plan::assign_ownership(work, settings.ranks);
-    run.tasks = std::move(ownership.tasks);
-    for (std::uint32_t t = 0; t < run.tasks.size(); ++t) {
-        OutputFileRecord& file = run.files.at(run.tasks[t].file);
-        if (file.task_count == 0)
-            file.first_task = t;
-        ++file.task_count;
-    }
+    adopt_tasks(run, plan::assign_ownership(work, settings.ranks).tasks);
     run.identity = run_identity(source, options);
     return run;
 }

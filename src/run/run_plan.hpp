@@ -106,6 +106,10 @@ struct RunPlan {
 OutputFileRecord make_file_record(output::OutputFileLayout layout,
                                   std::vector<std::uint32_t> tensors, std::uint64_t data_bytes);
 
+// Takes `tasks` (ordered by file, then first slot) as the plan's and sets each file's
+// first_task and task_count from them.
+void adopt_tasks(RunPlan& run, std::vector<plan::WriteTask> tasks);
+
 // Checks the options alone (before any I/O): contradictions and unsupported values are usage
 // errors.
 void validate_options(const Options& options);

@@ -188,15 +188,9 @@ void plan_universal_run(const checkpoint::CheckpointMeta& meta, const RunSetting
     }
     run.copied_pieces = run.tensors.tensors.size() - real_tensors;
 
-    plan::Ownership ownership = plan::assign_unit_ownership(
-        units, static_cast<std::uint32_t>(run.files.size()), settings.ranks);
-    run.tasks = std::move(ownership.tasks);
-    for (std::uint32_t t = 0; t < run.tasks.size(); ++t) {
-        OutputFileRecord& record = run.files.at(run.tasks[t].file);
-        if (record.task_count == 0)
-            record.first_task = t;
-        ++record.task_count;
-    }
+    adopt_tasks(run, plan::assign_unit_ownership(
+                         units, static_cast<std::uint32_t>(run.files.size()), settings.ranks)
+                         .tasks);
     run.notes.push_back("universal checkpoint: " + std::to_string(universal.params.size()) +
                         " parameters, " + std::to_string(run.files.size()) + " files under " +
                         run.output_folder + "/, then " + *run.index_name);

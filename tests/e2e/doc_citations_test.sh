@@ -36,14 +36,14 @@ citations() {
             line = $0
             prefix = FILENAME ":" FNR "\t"
             while (line != "") {
-                # A document name: [path/]name.md.
+                # A document name: a path that ends in the Markdown suffix.
                 d = match(line, /[A-Za-z0-9_.\/-]*[A-Za-z0-9_-]\.md/)
                 ds = RSTART; dl = RLENGTH
                 s = match(line, /§[0-9]+(\.[0-9]+)*[a-z]?/)
                 ss = RSTART; sl = RLENGTH
                 if (!d && !s) break
                 if (d && (!s || ds < ss)) {
-                    # Not a citation: part of a longer name (x.mdx) or of a URL.
+                    # Not a citation: part of a longer name (an .mdx suffix) or of a URL.
                     if (substr(line, ds + dl, 1) ~ /[A-Za-z0-9_]/ ||
                         index(substr(line, ds, dl), "//") || substr(line, ds - 1, 1) == ":") {
                         line = substr(line, ds + dl)
