@@ -19,7 +19,18 @@ namespace z2f {
 // parameter's fp32 master and Adam moments in files of their own, to resume training at another
 // scale; the other three are Hugging Face formats.
 enum class OutputFormat : std::uint8_t { kSafetensors, kTorch, kHdf5, kUniversal };
-enum class IoBackend : std::uint8_t { kPread, kMmap, kCopyFileRange };
+// How tensor bytes travel from the inputs to the outputs (README "Performance"):
+//   kDirect          output assembled in aligned blocks and written with O_DIRECT, several
+//                    blocks in flight (buffered where the file system refuses O_DIRECT);
+//                    inputs read as ReadMode says
+//   kPread           buffered pread/pwrite, the output pushed out of the page cache behind
+//   kMmap            inputs mapped in bounded windows, buffered writes as kPread
+//   kCopyFileRange   in-kernel copies where no byte needs converting or checking
+enum class IoBackend : std::uint8_t { kDirect, kPread, kMmap, kCopyFileRange };
+// How kDirect reads its inputs: buffered (a copy from the page cache, the fastest when the
+// checkpoint is cached), O_DIRECT (when it is not: reads the device without filling the
+// cache), or kAuto, which samples the cache (mincore) and picks per rank.
+enum class ReadMode : std::uint8_t { kAuto, kBuffered, kDirect };
 // ZeRO-1 frozen parameters exist only in the model file: emit them from there, or skip them as
 // zero_to_fp32 does.
 enum class Stage1Frozen : std::uint8_t { kEmit, kSkip };
@@ -86,7 +97,11 @@ struct Options {
     bool strip_vocab_padding = false;
 
     IoBackend io = IoBackend::kPread;
+    ReadMode read_mode = ReadMode::kAuto;
     std::uint64_t buffer_size = std::uint64_t{16} << 20;  // per rank; bounds its memory
+    // The direct-I/O block: the unit of every write (kDirect), and where files shared by
+    // several ranks are cut (plan/ownership.hpp), so an input of the plan. A multiple of 4096.
+    std::uint64_t block_size = std::uint64_t{4} << 20;
     // Check every input record read from against the CRC-32 of its zip directory entry.
     bool input_crc = true;
 
@@ -118,10 +133,19 @@ struct EnumNames<OutputFormat> {
 };
 template <>
 struct EnumNames<IoBackend> {
-    static constexpr std::array<std::pair<IoBackend, std::string_view>, 3> kTable{{
+    static constexpr std::array<std::pair<IoBackend, std::string_view>, 4> kTable{{
+        {IoBackend::kDirect, "direct"},
         {IoBackend::kPread, "pread"},
         {IoBackend::kMmap, "mmap"},
         {IoBackend::kCopyFileRange, "copy_file_range"},
+    }};
+};
+template <>
+struct EnumNames<ReadMode> {
+    static constexpr std::array<std::pair<ReadMode, std::string_view>, 3> kTable{{
+        {ReadMode::kAuto, "auto"},
+        {ReadMode::kBuffered, "buffered"},
+        {ReadMode::kDirect, "direct"},
     }};
 };
 template <>

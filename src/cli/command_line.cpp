@@ -58,6 +58,15 @@ std::uint64_t parse_buffer_size(const std::string& text) {
     return bytes;
 }
 
+std::uint64_t parse_block_size(const std::string& text) {
+    std::uint64_t bytes = parse_byte_size(text, "--block-size");
+    if (bytes < 4096 || bytes > (1ULL << 30) || bytes % 4096 != 0) {
+        throw_usage_error("--block-size must be a multiple of 4KiB between 4KiB and 1GiB (got '" +
+                          text + "')");
+    }
+    return bytes;
+}
+
 std::string find_summary_path(int argc, const char* const* argv) noexcept {
     // By hand rather than through program_options: the rest of the line may be what failed to
     // parse (an unknown option, "--tag=").
@@ -134,10 +143,19 @@ CommandLine parse_command_line(int argc, const char* const* argv) {
                                          "vocabulary (default: as trained)");
 
     po::options_description run("Run");
-    run.add_options()("io", po::value<std::string>(), "pread (default), mmap or copy_file_range")(
+    run.add_options()("io", po::value<std::string>(),
+                      "direct (O_DIRECT writes of aligned blocks, several in flight), pread "
+                      "(default), mmap or copy_file_range")(
+        "read-mode", po::value<std::string>(),
+        "how --io direct reads the checkpoint: auto (default: buffered when it is in the page "
+        "cache, O_DIRECT when not), buffered or direct")(
         "buffer-size", po::value<std::string>(),
         "I/O buffer per rank (default 16MiB; same units as --max-shard-size); bounds memory "
-        "use")("overwrite", po::bool_switch(), "replace existing output files")(
+        "use")("block-size", po::value<std::string>(),
+               "direct-I/O block (default 4MiB, a multiple of 4KiB): the unit of --io direct's "
+               "writes and where files shared by several ranks are cut; on Lustre or GPFS a "
+               "multiple of the stripe or block size")("overwrite", po::bool_switch(),
+                                                       "replace existing output files")(
         "resume", po::bool_switch(),
         "keep the complete files of an interrupted run, write the rest")(
         "dry-run", po::bool_switch(),
@@ -307,8 +325,12 @@ CommandLine parse_command_line(int argc, const char* const* argv) {
     if (vm.count("io") != 0) {
         options.io = choose<IoBackend>("io", vm["io"].as<std::string>());
     }
+    if (vm.count("read-mode") != 0)
+        options.read_mode = choose<ReadMode>("read-mode", vm["read-mode"].as<std::string>());
     if (vm.count("buffer-size") != 0)
         options.buffer_size = parse_buffer_size(vm["buffer-size"].as<std::string>());
+    if (vm.count("block-size") != 0)
+        options.block_size = parse_block_size(vm["block-size"].as<std::string>());
     options.overwrite = vm["overwrite"].as<bool>();
     options.resume = vm["resume"].as<bool>();
     options.dry_run = vm["dry-run"].as<bool>();

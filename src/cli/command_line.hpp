@@ -37,6 +37,8 @@ CommandLine parse_command_line(int argc, const char* const* argv);
 
 // "16MiB" -> 16777216: a size as common/byte_size.hpp reads it, 64KiB to 16GiB.
 std::uint64_t parse_buffer_size(const std::string& text);
+// "4MiB" -> 4194304: a multiple of 4KiB from 4KiB to 1GiB.
+std::uint64_t parse_block_size(const std::string& text);
 
 // The --summary-json path of a command line that may not parse (so that a usage error is
 // reported there too); empty when there is none.

@@ -45,7 +45,9 @@ std::string summary_json(const ConvertRequest& request, const ConversionResult& 
         {"max_shard_size", options.max_shard_size ? nlohmann::ordered_json(*options.max_shard_size)
                                                   : nlohmann::ordered_json("none")},
         {"io", enum_name(options.io)},
+        {"read_mode", enum_name(options.read_mode)},
         {"buffer_size", options.buffer_size},
+        {"block_size", options.block_size},
         {"cast_all_buffers", options.cast_all_buffers},
         {"keep_frozen_dtype", options.keep_frozen_dtype},
         {"stage1_frozen", enum_name(options.stage1_frozen)},

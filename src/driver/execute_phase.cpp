@@ -43,15 +43,19 @@ std::vector<SlotCrc> gather_crcs(const parallel::Communicator& comm,
     out.sequence(mine, [](WireWriter& w, const SlotCrc& crc) {
         w.u32(crc.file);
         w.u32(crc.slot);
+        w.u64(crc.skip);
+        w.u64(crc.length);
         w.u32(crc.crc);
     });
     std::vector<SlotCrc> all;
     for (const auto& bytes : comm.all_gather(out.bytes())) {
         WireReader in(bytes, "slot CRCs");
-        std::vector<SlotCrc> crcs = in.sequence(12, [](WireReader& r) {
+        std::vector<SlotCrc> crcs = in.sequence(28, [](WireReader& r) {
             SlotCrc crc;
             crc.file = r.u32();
             crc.slot = r.u32();
+            crc.skip = r.u64();
+            crc.length = r.u64();
             crc.crc = r.u32();
             return crc;
         });

@@ -1,7 +1,9 @@
 #include "driver/executor.hpp"
 
 #include <algorithm>
+#include <tuple>
 
+#include "common/crc32.hpp"
 #include "common/errors.hpp"
 #include "driver/output_dir.hpp"
 #include "io/posix_file.hpp"
@@ -9,23 +11,26 @@
 namespace z2f::driver {
 namespace {
 
-std::vector<io::SlotCopy> slot_copies(const run::RunPlan& plan,
-                                      const output::OutputFileLayout& layout,
-                                      const plan::WriteTask& task, const InputCheck* check) {
+// The copies of a task's slot parts; `parts` owns the extents the copies point into.
+std::vector<io::SlotCopy> slot_copies(const run::RunPlan& plan, const plan::WriteTask& task,
+                                      const std::vector<run::SlotPart>& parts,
+                                      const InputCheck* check) {
+    const output::OutputFileLayout& layout = plan.files[task.file].layout;
     std::vector<io::SlotCopy> copies;
-    for (std::uint32_t s = task.slot_begin; s < task.slot_end; ++s) {
-        const output::TensorSlot& slot = layout.slots[s];
+    for (const run::SlotPart& part : parts) {
+        const output::TensorSlot& slot = layout.slots[part.slot];
         const plan::PlannedTensor& source = plan.source_of(slot.tensor);
         io::SlotCopy copy;
-        copy.extents = source.extents;
+        copy.extents = part.extents;
         copy.source_dtype = source.source_dtype;
         copy.output_dtype = source.output_dtype;
-        copy.offset = slot.offset;
-        copy.length = slot.length;
+        copy.offset = part.offset;
+        copy.length = part.length;
         copy.want_crc = layout.has_crc_tail();
         copy.name = plan.tensors.tensors[slot.tensor].name;
         if (check != nullptr) {
-            if (const std::vector<CrcRange>* ranges = check->plan.ranges_of(task.file, s))
+            if (const std::vector<CrcRange>* ranges =
+                    check->plan.ranges_of(plan.index_of(task), part.slot))
                 copy.check_ranges = *ranges;
         }
         copies.push_back(copy);
@@ -35,6 +40,12 @@ std::vector<io::SlotCopy> slot_copies(const run::RunPlan& plan,
 
 void write_regions(const io::File& file, const std::vector<output::FixedRegion>& regions) {
     for (const output::FixedRegion& region : regions) {
+        file.write_all(region.offset, region.bytes);
+    }
+}
+
+void write_regions(const io::File& file, const std::vector<run::ClippedRegion>& regions) {
+    for (const run::ClippedRegion& region : regions) {
         file.write_all(region.offset, region.bytes);
     }
 }
@@ -65,6 +76,48 @@ void read_extra_pieces(io::ExtentCopier& copier, std::uint32_t rank, InputCheck&
 
 }  // namespace
 
+void note_shared_crcs(const plan::WriteTask& task, const output::OutputFileLayout& layout,
+                      const std::vector<run::SlotPart>& parts, std::span<const std::uint32_t> crcs,
+                      ExecuteReport& report) {
+    if (!layout.has_crc_tail())
+        return;
+    for (std::size_t i = 0; i < parts.size(); ++i) {
+        report.shared_crcs.push_back(
+            {task.file, parts[i].slot, parts[i].skip, parts[i].length, crcs[i]});
+    }
+}
+
+std::vector<std::uint32_t> join_slot_crcs(const run::OutputFileRecord& record, std::uint32_t file,
+                                          const std::vector<SlotCrc>& all_crcs) {
+    const output::OutputFileLayout& layout = record.layout;
+    std::vector<const SlotCrc*> mine;
+    for (const SlotCrc& entry : all_crcs) {
+        if (entry.file == file)
+            mine.push_back(&entry);
+    }
+    std::sort(mine.begin(), mine.end(), [](const SlotCrc* a, const SlotCrc* b) {
+        return std::tie(a->slot, a->skip) < std::tie(b->slot, b->skip);
+    });
+    // Each slot's parts must tile it in order: their join is the slot's CRC.
+    std::vector<std::uint32_t> crcs(layout.slots.size(), 0);
+    std::vector<std::uint64_t> covered(layout.slots.size(), 0);
+    for (const SlotCrc* part : mine) {
+        if (part->slot >= crcs.size() || part->skip != covered[part->slot])
+            throw_internal_error("slot CRC parts of '" + record.name() + "' do not tile slot " +
+                                 std::to_string(part->slot));
+        crcs[part->slot] = crc32_join(crcs[part->slot], part->crc, part->length);
+        covered[part->slot] += part->length;
+    }
+    for (std::size_t s = 0; s < layout.slots.size(); ++s) {
+        if (covered[s] != layout.slots[s].length ||
+            (layout.slots[s].length == 0 &&
+             std::none_of(mine.begin(), mine.end(),
+                          [&](const SlotCrc* p) { return p->slot == s; })))
+            throw_internal_error("missing slot CRCs for '" + record.name() + "'");
+    }
+    return crcs;
+}
+
 void execute_tasks(const run::RunPlan& plan, const RankTarget& target, io::InputFiles& inputs,
                    const io::CopyOptions& copy, ExecuteReport& report, InputCheck* check) {
     io::ExtentCopier copier(inputs, copy);
@@ -89,10 +142,9 @@ void execute_tasks(const run::RunPlan& plan, const RankTarget& target, io::Input
         io::File file = io::File::open_write(temp);
         report.temp_files.push_back(temp);
         file.truncate(layout.size);
-        if (task->lead) {
-            write_regions(file, layout.fixed);
-        }
-        std::vector<io::SlotCopy> copies = slot_copies(plan, layout, *task, check);
+        write_regions(file, run::clip_regions(layout.fixed, task->begin, task->end));
+        const std::vector<run::SlotPart> parts = run::slot_parts(plan, *task);
+        std::vector<io::SlotCopy> copies = slot_copies(plan, *task, parts, check);
         std::vector<std::uint32_t> crcs = copier.copy(file, copies);
         if (!record.is_shared()) {
             write_regions(file, output::crc_tail(layout, crcs));
@@ -101,12 +153,7 @@ void execute_tasks(const run::RunPlan& plan, const RankTarget& target, io::Input
             report.temp_files.pop_back();
         } else {
             file.sync();
-            if (layout.has_crc_tail()) {
-                for (std::size_t i = 0; i < crcs.size(); ++i) {
-                    report.shared_crcs.push_back(
-                        {task->file, task->slot_begin + static_cast<std::uint32_t>(i), crcs[i]});
-                }
-            }
+            note_shared_crcs(*task, layout, parts, crcs, report);
         }
     }
     if (check != nullptr)
@@ -118,20 +165,8 @@ void finalize_shared_file(const run::RunPlan& plan, const std::string& output_di
     const run::OutputFileRecord& record = plan.files.at(file);
     const output::OutputFileLayout& layout = record.layout;
     io::File handle = io::File::open_write(temp_path(output_dir, record.name()));
-    if (layout.has_crc_tail()) {
-        std::vector<std::uint32_t> crcs(layout.slots.size(), 0);
-        std::vector<bool> seen(layout.slots.size(), false);
-        for (const SlotCrc& entry : all_crcs) {
-            if (entry.file == file) {
-                crcs.at(entry.slot) = entry.crc;
-                seen.at(entry.slot) = true;
-            }
-        }
-        if (std::find(seen.begin(), seen.end(), false) != seen.end()) {
-            throw_internal_error("missing slot CRCs for '" + record.name() + "'");
-        }
-        write_regions(handle, output::crc_tail(layout, crcs));
-    }
+    if (layout.has_crc_tail())
+        write_regions(handle, output::crc_tail(layout, join_slot_crcs(record, file, all_crcs)));
     publish(output_dir, record, handle);
 }
 
@@ -175,22 +210,20 @@ std::vector<VerifyFinding> verify_tasks(const run::RunPlan& plan, const RankTarg
                                                   ", expected " + std::to_string(layout.size)});
             continue;
         }
-        auto check_regions = [&](const std::vector<output::FixedRegion>& regions,
-                                 const char* what) {
-            for (const output::FixedRegion& region : regions) {
+        auto check_regions = [&](const std::vector<run::ClippedRegion>& regions, const char* what) {
+            for (const run::ClippedRegion& region : regions) {
                 std::vector<std::byte> actual(region.bytes.size());
                 file.read_exact(region.offset, actual);
-                if (actual != region.bytes) {
+                if (!std::equal(actual.begin(), actual.end(), region.bytes.begin())) {
                     mismatches.push_back({task->file, std::string(what) + " bytes at offset " +
                                                           std::to_string(region.offset) +
                                                           " differ"});
                 }
             }
         };
-        if (task->lead) {
-            check_regions(layout.fixed, "header");
-        }
-        std::vector<io::SlotCopy> copies = slot_copies(plan, layout, *task, check);
+        check_regions(run::clip_regions(layout.fixed, task->begin, task->end), "header");
+        const std::vector<run::SlotPart> parts = run::slot_parts(plan, *task);
+        std::vector<io::SlotCopy> copies = slot_copies(plan, *task, parts, check);
         io::ExtentCopier::Comparison result = copier.compare(file, copies);
         for (std::size_t i = 0; i < copies.size(); ++i) {
             if (result.mismatched[i]) {
@@ -198,8 +231,9 @@ std::vector<VerifyFinding> verify_tasks(const run::RunPlan& plan, const RankTarg
                                                       "' differs from the checkpoint"});
             }
         }
-        if (task->lead && !record.is_shared()) {
-            check_regions(output::crc_tail(layout, result.crcs), "zip directory");
+        if (!record.is_shared()) {
+            check_regions(run::clip_regions(output::crc_tail(layout, result.crcs), 0, layout.size),
+                          "zip directory");
         }
     }
     if (check != nullptr)

@@ -16,12 +16,17 @@
 #include "io/input_files.hpp"
 #include "run/input_check.hpp"
 #include "run/run_plan.hpp"
+#include "run/task_parts.hpp"
 
 namespace z2f::driver {
 
+// The CRC-32 of a task's part of a slot in a shared torch zip file (run/task_parts.hpp):
+// bytes [skip, skip + length) of the slot. The lead joins each slot's parts.
 struct SlotCrc {
     std::uint32_t file = 0;
     std::uint32_t slot = 0;
+    std::uint64_t skip = 0;
+    std::uint64_t length = 0;
     std::uint32_t crc = 0;
 };
 
@@ -50,7 +55,18 @@ struct InputCheck {
 void execute_tasks(const run::RunPlan& plan, const RankTarget& target, io::InputFiles& inputs,
                    const io::CopyOptions& copy, ExecuteReport& report, InputCheck* check);
 
-// Lead of a shared file: appends the CRC tail, fsyncs, renames.
+// Records the CRCs of a task's slot parts (`crcs`, one per part) when its file is a shared
+// torch zip file.
+void note_shared_crcs(const plan::WriteTask& task, const output::OutputFileLayout& layout,
+                      const std::vector<run::SlotPart>& parts, std::span<const std::uint32_t> crcs,
+                      ExecuteReport& report);
+
+// Each slot's CRC-32 of file `file`, joined from its parts in `all_crcs` (every rank's); an
+// internal error when the parts do not tile every slot.
+std::vector<std::uint32_t> join_slot_crcs(const run::OutputFileRecord& record, std::uint32_t file,
+                                          const std::vector<SlotCrc>& all_crcs);
+
+// Lead of a shared file: writes the CRC tail (a torch zip's), fsyncs, renames.
 void finalize_shared_file(const run::RunPlan& plan, const std::string& output_dir,
                           std::uint32_t file, const std::vector<SlotCrc>& all_crcs);
 

@@ -43,6 +43,17 @@ struct PlannedTensor {
     bool is_alias() const noexcept { return alias_of >= 0; }
 };
 
+// The bytes [begin, end) of the concatenation of `extents`, as extents (the first and last
+// cut to fit). `end` past the extents' total is an internal error.
+std::vector<SourceExtent> sub_extents(const std::vector<SourceExtent>& extents, std::uint64_t begin,
+                                      std::uint64_t end);
+
+// The source extents of output bytes [skip, skip + length) of `tensor` (an owner, not an
+// alias): whole output elements, mapped to the same elements of the source. A range that
+// splits an output element is an internal error (plan/ownership.hpp never cuts one).
+std::vector<SourceExtent> part_extents(const PlannedTensor& tensor, std::uint64_t skip,
+                                       std::uint64_t length);
+
 struct TensorPlan {
     std::vector<InputFile> inputs;
     // The storage records of the inputs that tensors were located in, sorted by (file, offset):

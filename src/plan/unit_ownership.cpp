@@ -37,17 +37,20 @@ Ownership assign_unit_ownership(const std::vector<OwnershipUnit>& units, std::ui
         }
     }
     std::sort(result.tasks.begin(), result.tasks.end(), [](const WriteTask& a, const WriteTask& b) {
-        return std::tie(a.file, a.slot_begin) < std::tie(b.file, b.slot_begin);
+        return std::tie(a.file, a.begin, a.slot_begin) < std::tie(b.file, b.begin, b.slot_begin);
     });
 
     result.tasks_per_file.assign(files, 0);
     std::vector<std::uint32_t> next_slot(files, 0);
+    std::vector<std::uint64_t> next_byte(files, 0);
     for (WriteTask& task : result.tasks) {
-        if (task.slot_begin != next_slot[task.file] || task.slot_end < task.slot_begin) {
-            throw_internal_error("ownership units do not tile the slots of file " +
+        if (task.slot_begin != next_slot[task.file] || task.slot_end < task.slot_begin ||
+            task.begin != next_byte[task.file] || task.end < task.begin) {
+            throw_internal_error("ownership units do not tile the slots and bytes of file " +
                                  std::to_string(task.file));
         }
         next_slot[task.file] = task.slot_end;
+        next_byte[task.file] = task.end;
         task.lead = result.tasks_per_file[task.file]++ == 0;
     }
     for (std::uint32_t f = 0; f < files; ++f) {

@@ -18,14 +18,15 @@
 namespace z2f::plan {
 
 struct OwnershipUnit {
-    // Each task's file, slot range and slot bytes; `rank` and `lead` are filled in.
+    // Each task's file, byte range, slot range and slot bytes; `rank` and `lead` are filled in.
     std::vector<WriteTask> tasks;
     std::uint64_t weight = 0;
 };
 
 // `files` is the number of output files the tasks refer to; every file must have at least one
-// task, and the tasks of a file must tile its slots in order (checked: a bug otherwise). The
-// result's tasks are ordered by (file, slot_begin); the first task of each file is its lead.
+// task, and the tasks of a file must tile its slots and its bytes in order (checked: a bug
+// otherwise; the caller cuts shared files at block multiples, ownership.hpp says why). The
+// result's tasks are ordered by (file, begin); the first task of each file is its lead.
 // bytes_per_rank counts unit weights.
 Ownership assign_unit_ownership(const std::vector<OwnershipUnit>& units, std::uint32_t files,
                                 std::uint32_t ranks);

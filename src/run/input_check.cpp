@@ -7,6 +7,7 @@
 
 #include "common/crc32.hpp"
 #include "common/errors.hpp"
+#include "run/task_parts.hpp"
 
 namespace z2f::run {
 namespace {
@@ -81,9 +82,9 @@ std::string hex(std::uint32_t value) {
 
 }  // namespace
 
-const std::vector<CrcRange>* InputCheckPlan::ranges_of(std::uint32_t file,
+const std::vector<CrcRange>* InputCheckPlan::ranges_of(std::uint32_t task,
                                                        std::uint32_t slot) const {
-    auto it = slot_ranges.find(slot_key(file, slot));
+    auto it = slot_ranges.find(slot_key(task, slot));
     return it == slot_ranges.end() ? nullptr : &it->second;
 }
 
@@ -133,20 +134,21 @@ InputCheckPlan plan_input_check(const RunPlan& plan) {
             continue;
         for (std::uint32_t t = file.first_task; t < file.first_task + file.task_count; ++t) {
             const plan::WriteTask& task = plan.tasks.at(t);
-            for (std::uint32_t s = task.slot_begin; s < task.slot_end; ++s) {
-                const std::uint32_t slot_tensor = file.layout.slots.at(s).tensor;
+            for (const SlotPart& part : slot_parts(plan, task)) {
+                const std::uint32_t slot_tensor = file.layout.slots.at(part.slot).tensor;
                 const plan::PlannedTensor& source = plan.source_of(slot_tensor);
                 const plan::PlannedTensor& written = plan.tensors.tensors.at(slot_tensor);
                 // Messages name the tensor the bytes belong to, not its alias.
                 const std::uint32_t tensor =
                     written.is_alias() ? static_cast<std::uint32_t>(written.alias_of) : slot_tensor;
                 std::vector<CrcRange> ranges;
-                for (std::uint32_t e = 0; e < source.extents.size(); ++e)
-                    touch(tensor, f, source.extents[e], task.rank, &ranges, e);
+                for (std::uint32_t e = 0; e < part.extents.size(); ++e)
+                    touch(tensor, f, part.extents[e], task.rank, &ranges, e);
                 // Replicas the replica check compares are read too: their records are checked,
-                // their bytes as the checker's extra reads.
+                // their bytes as the checker's extra reads (by the task holding the slot's
+                // first byte, so that they are counted once).
                 for (const plan::TensorPiece& piece : source.pieces) {
-                    if (piece.combine == plan::PieceCombine::kCopy)
+                    if (piece.combine == plan::PieceCombine::kCopy || part.skip != 0)
                         continue;
                     for (std::size_t k = 1; k < piece.sources.size(); ++k) {
                         for (const SourceExtent& extent : piece.sources[k])
@@ -154,7 +156,8 @@ InputCheckPlan plan_input_check(const RunPlan& plan) {
                     }
                 }
                 if (!ranges.empty())
-                    check.slot_ranges.emplace(InputCheckPlan::slot_key(f, s), std::move(ranges));
+                    check.slot_ranges.emplace(InputCheckPlan::slot_key(t, part.slot),
+                                              std::move(ranges));
             }
         }
     }

@@ -53,13 +53,14 @@ struct InputCheckPlan {
     std::vector<CheckPiece> pieces;  // record by record, each record's in file order
     std::vector<CheckedRecord> records;
     std::vector<std::uint32_t> without_crc;  // records read from whose CRC is 0: not checked
-    // The pieces a slot's copy reads, keyed by slot_key(file, slot), in read order.
+    // The pieces the copy of a task's part of a slot reads (task_parts.hpp; CrcRange::extent
+    // indexes the part's extents), keyed by slot_key(task, slot), in read order.
     std::unordered_map<std::uint64_t, std::vector<CrcRange>> slot_ranges;
 
-    static std::uint64_t slot_key(std::uint32_t file, std::uint32_t slot) noexcept {
-        return (std::uint64_t{file} << 32) | slot;
+    static std::uint64_t slot_key(std::uint32_t task, std::uint32_t slot) noexcept {
+        return (std::uint64_t{task} << 32) | slot;
     }
-    const std::vector<CrcRange>* ranges_of(std::uint32_t file, std::uint32_t slot) const;
+    const std::vector<CrcRange>* ranges_of(std::uint32_t task, std::uint32_t slot) const;
     // Bytes read for the check alone, by all ranks.
     std::uint64_t extra_bytes() const noexcept;
 };

@@ -68,14 +68,40 @@ OutputFileRecord make_file_record(output::OutputFileLayout layout,
     return record;
 }
 
-void adopt_tasks(RunPlan& run, std::vector<plan::WriteTask> tasks) {
+void adopt_tasks(RunPlan& run, std::vector<plan::WriteTask> tasks, std::uint64_t block_size) {
     run.tasks = std::move(tasks);
+    std::vector<std::uint64_t> next_byte(run.files.size(), 0);
     for (std::uint32_t t = 0; t < run.tasks.size(); ++t) {
-        OutputFileRecord& file = run.files.at(run.tasks[t].file);
+        const plan::WriteTask& task = run.tasks[t];
+        OutputFileRecord& file = run.files.at(task.file);
         if (file.task_count == 0)
             file.first_task = t;
         ++file.task_count;
+        // The executors rely on these: ranges tile the file in order, and the cuts of a shared
+        // file are block multiples (no two ranks write one block).
+        if (task.begin != next_byte[task.file] || task.end < task.begin ||
+            task.end > file.layout.size || (task.begin % block_size != 0) ||
+            task.lead != (task.begin == 0)) {
+            throw_internal_error("write task " + std::to_string(t) + " of '" + file.name() +
+                                 "' does not continue its file at a block boundary");
+        }
+        next_byte[task.file] = task.end;
     }
+    for (std::size_t f = 0; f < run.files.size(); ++f) {
+        if (run.files[f].task_count == 0 || next_byte[f] != run.files[f].layout.size)
+            throw_internal_error("the write tasks do not cover '" + run.files[f].name() + "'");
+    }
+}
+
+plan::FileWork file_work(const plan::TensorPlan& tensors, const output::OutputFileLayout& layout) {
+    plan::FileWork work;
+    work.size = layout.size;
+    for (const output::TensorSlot& slot : layout.slots) {
+        const auto item =
+            static_cast<std::uint32_t>(dtype_size(tensors.tensors.at(slot.tensor).output_dtype));
+        work.slots.push_back({slot.offset, slot.length, item});
+    }
+    return work;
 }
 
 void validate_options(const Options& options) {
@@ -89,6 +115,11 @@ void validate_options(const Options& options) {
     if (options.buffer_size < 256 || options.buffer_size > (std::uint64_t{16} << 30)) {
         throw_usage_error("the buffer size must be between 256 bytes and 16GiB (got " +
                           std::to_string(options.buffer_size) + " bytes)");
+    }
+    if (options.block_size < 4096 || options.block_size > (std::uint64_t{1} << 30) ||
+        options.block_size % 4096 != 0) {
+        throw_usage_error("the block size must be a multiple of 4KiB between 4KiB and 1GiB (got " +
+                          std::to_string(options.block_size) + " bytes)");
     }
     if (options.overwrite && options.resume) {
         throw_usage_error("--overwrite starts over and --resume continues: give one of them");
@@ -211,13 +242,11 @@ RunPlan build_run_plan(const TensorSource& source, const RunSettings& settings) 
         run.files.push_back(
             make_file_record(output::layout_output_file(run.tensors, outputs, f, layout_options),
                              outputs.files[f].tensors, outputs.files[f].data_bytes));
-        plan::FileWork file;
-        for (const output::TensorSlot& slot : run.files.back().layout.slots)
-            file.slot_bytes.push_back(slot.length);
-        work.push_back(std::move(file));
+        work.push_back(file_work(run.tensors, run.files.back().layout));
     }
 
-    adopt_tasks(run, plan::assign_ownership(work, settings.ranks).tasks);
+    adopt_tasks(run, plan::assign_ownership(work, settings.ranks, options.block_size).tasks,
+                options.block_size);
     run.identity = run_identity(source, options);
     return run;
 }

@@ -8,9 +8,9 @@
 // files an interrupted run already finished (`apply_resume`), and that decision is broadcast.
 //
 //   files[f].first_task .. + task_count     the tasks of file f in `tasks` (ordered by file,
-//                                           then first slot); the first one is the file's lead:
-//                                           it writes the fixed regions and the CRC tail and
-//                                           renames the file when it is complete
+//                                           then byte range, which they tile); the first one
+//                                           is the file's lead: it renames the file when it is
+//                                           complete (and writes a shared zip's CRC tail)
 #pragma once
 
 #include <cstddef>
@@ -81,6 +81,10 @@ struct RunPlan {
 
     // The tasks `rank` owns, in plan order (skipped files included).
     std::vector<const plan::WriteTask*> tasks_of(std::uint32_t rank) const;
+    // The index in `tasks` of one of its elements.
+    std::uint32_t index_of(const plan::WriteTask& task) const noexcept {
+        return static_cast<std::uint32_t>(&task - tasks.data());
+    }
     const plan::WriteTask& lead_of(std::uint32_t file) const {
         return tasks.at(files.at(file).first_task);
     }
@@ -106,9 +110,13 @@ struct RunPlan {
 OutputFileRecord make_file_record(output::OutputFileLayout layout,
                                   std::vector<std::uint32_t> tensors, std::uint64_t data_bytes);
 
-// Takes `tasks` (ordered by file, then first slot) as the plan's and sets each file's
-// first_task and task_count from them.
-void adopt_tasks(RunPlan& run, std::vector<plan::WriteTask> tasks);
+// Takes `tasks` (ordered by file, then range) as the plan's and sets each file's first_task
+// and task_count from them; checks that each file's tasks tile it and start at multiples of
+// `block_size` (an internal error otherwise).
+void adopt_tasks(RunPlan& run, std::vector<plan::WriteTask> tasks, std::uint64_t block_size);
+
+// What ownership knows of a laid-out file: its size, its slots and their element sizes.
+plan::FileWork file_work(const plan::TensorPlan& tensors, const output::OutputFileLayout& layout);
 
 // Checks the options alone (before any I/O): contradictions and unsupported values are usage
 // errors.

@@ -50,21 +50,25 @@ OutputFileRecord known_bytes_record(output::UniversalOutputFile& file) {
     return make_file_record(std::move(layout), {}, 0);
 }
 
-// A byte copy of input `file.source`: `pieces` slots, each a kU8 "tensor" of one extent.
+// A byte copy of input `file.source`: at most `pieces` slots, each a kU8 "tensor" of one
+// extent; pieces start at multiples of `block_size`, so that the ranks sharing the copy never
+// write the same block (plan/ownership.hpp).
 OutputFileRecord copy_record(const output::UniversalOutputFile& file, std::uint64_t pieces,
-                             plan::TensorPlan& tensors) {
+                             std::uint64_t block_size, plan::TensorPlan& tensors) {
     output::OutputFileLayout layout;
     layout.name = file.path;
     layout.format = OutputFormat::kUniversal;
     layout.size = file.size;
     std::vector<std::uint32_t> indices;
-    const std::uint64_t piece = pieces == 0 ? 0 : (file.size + pieces - 1) / pieces;
+    const std::uint64_t even = pieces == 0 ? 0 : (file.size + pieces - 1) / pieces;
+    const std::uint64_t piece = (even + block_size - 1) / block_size * block_size;
+    const bool whole = piece >= file.size;
     for (std::uint64_t offset = 0; offset < file.size; offset += piece) {
         const std::uint64_t length = std::min(piece, file.size - offset);
         plan::PlannedTensor bytes;
-        bytes.name = pieces == 1 ? file.path
-                                 : file.path + " [" + std::to_string(offset) + ", " +
-                                       std::to_string(offset + length) + ")";
+        bytes.name = whole ? file.path
+                           : file.path + " [" + std::to_string(offset) + ", " +
+                                 std::to_string(offset + length) + ")";
         bytes.shape = {length};
         bytes.source_dtype = DType::kU8;
         bytes.output_dtype = DType::kU8;
@@ -126,10 +130,13 @@ void plan_universal_run(const checkpoint::CheckpointMeta& meta, const RunSetting
         unit_of_path.emplace(output::universal_step_path(run.output_folder, name), p);
     }
     std::vector<plan::OwnershipUnit> units(universal.params.size());
-    auto add_task = [&](std::size_t unit, std::uint32_t slot_begin, std::uint32_t slot_end,
-                        std::uint64_t bytes, std::uint64_t weight) {
+    auto add_task = [&](std::size_t unit, std::uint64_t begin, std::uint64_t end,
+                        std::uint32_t slot_begin, std::uint32_t slot_end, std::uint64_t bytes,
+                        std::uint64_t weight) {
         plan::WriteTask task;
         task.file = static_cast<std::uint32_t>(run.files.size() - 1);
+        task.begin = begin;
+        task.end = end;
         task.slot_begin = slot_begin;
         task.slot_end = slot_end;
         task.bytes = bytes;
@@ -157,14 +164,15 @@ void plan_universal_run(const checkpoint::CheckpointMeta& meta, const RunSetting
                 const output::TensorSlot slot = file.layout.slots.at(0);
                 run.files.push_back(
                     make_file_record(std::move(file.layout), {slot.tensor}, slot.length));
-                add_task(param->second, 0, 1, slot.length, file.size);
+                const std::uint64_t size = file.size;
+                add_task(param->second, 0, size, 0, 1, slot.length, size);
                 break;
             }
             case output::UniversalOutputFile::Kind::kBytes: {
                 const std::size_t unit = param != unit_of_path.end() ? param->second : own_unit();
                 const std::uint64_t size = file.size;
                 run.files.push_back(known_bytes_record(file));
-                add_task(unit, 0, 0, 0, size);
+                add_task(unit, 0, size, 0, 0, 0, size);
                 break;
             }
             case output::UniversalOutputFile::Kind::kCopy: {
@@ -173,12 +181,16 @@ void plan_universal_run(const checkpoint::CheckpointMeta& meta, const RunSetting
                         ? 0
                         : std::clamp<std::uint64_t>((file.size + kMinCopyPiece - 1) / kMinCopyPiece,
                                                     1, settings.ranks);
-                run.files.push_back(copy_record(file, pieces, run.tensors));
+                run.files.push_back(
+                    copy_record(file, pieces, settings.options.block_size, run.tensors));
                 const output::OutputFileLayout& layout = run.files.back().layout;
                 if (layout.slots.empty())
-                    add_task(own_unit(), 0, 0, 0, 0);
-                for (std::uint32_t s = 0; s < layout.slots.size(); ++s)
-                    add_task(own_unit(), s, s + 1, layout.slots[s].length, layout.slots[s].length);
+                    add_task(own_unit(), 0, 0, 0, 0, 0, 0);
+                for (std::uint32_t s = 0; s < layout.slots.size(); ++s) {
+                    const output::TensorSlot& slot = layout.slots[s];
+                    add_task(own_unit(), slot.offset, slot.offset + slot.length, s, s + 1,
+                             slot.length, slot.length);
+                }
                 break;
             }
         }
@@ -188,9 +200,11 @@ void plan_universal_run(const checkpoint::CheckpointMeta& meta, const RunSetting
     }
     run.copied_pieces = run.tensors.tensors.size() - real_tensors;
 
-    adopt_tasks(run, plan::assign_unit_ownership(
-                         units, static_cast<std::uint32_t>(run.files.size()), settings.ranks)
-                         .tasks);
+    adopt_tasks(run,
+                plan::assign_unit_ownership(units, static_cast<std::uint32_t>(run.files.size()),
+                                            settings.ranks)
+                    .tasks,
+                settings.options.block_size);
     run.notes.push_back("universal checkpoint: " + std::to_string(universal.params.size()) +
                         " parameters, " + std::to_string(run.files.size()) + " files under " +
                         run.output_folder + "/, then " + *run.index_name);

@@ -13,6 +13,7 @@
 #include "checkpoint/discovery.hpp"
 #include "common/crc32.hpp"
 #include "io/posix_file.hpp"
+#include "run/task_parts.hpp"
 #include "support/fixture_plans.hpp"
 #include "support/test_files.hpp"
 #include "zero2fp32/error.hpp"
@@ -68,17 +69,15 @@ void expect_well_formed(const RunPlan& plan, const InputCheckPlan& check) {
     // piece a copy reads is read by one slot only.
     std::vector<int> read_by(check.pieces.size(), 0);
     for (const auto& [key, ranges] : check.slot_ranges) {
-        const auto file = static_cast<std::uint32_t>(key >> 32);
+        const plan::WriteTask& task = plan.tasks.at(key >> 32);
         const auto slot = static_cast<std::uint32_t>(key & 0xffffffffu);
-        const OutputFileRecord& record = plan.files.at(file);
-        const plan::PlannedTensor& source = plan.source_of(record.layout.slots.at(slot).tensor);
-        std::uint32_t rank = plan.ranks;
-        for (std::uint32_t t = record.first_task; t < record.first_task + record.task_count; ++t) {
-            if (plan.tasks[t].slot_begin <= slot && slot < plan.tasks[t].slot_end)
-                rank = plan.tasks[t].rank;
-        }
+        ASSERT_TRUE(task.slot_begin <= slot && slot < task.slot_end);
+        const std::vector<SlotPart> parts = slot_parts(plan, task);
+        const SlotPart& part = parts.at(slot - task.slot_begin);
+        ASSERT_EQ(part.slot, slot);
+        const std::uint32_t rank = task.rank;
         for (const CrcRange& range : ranges) {
-            const SourceExtent& extent = source.extents.at(range.extent);
+            const SourceExtent& extent = part.extents.at(range.extent);
             EXPECT_GE(range.offset, extent.offset);
             EXPECT_LE(range.offset + range.length, extent.offset + extent.length);
             const CheckPiece& piece = check.pieces.at(range.piece);
@@ -100,20 +99,24 @@ TEST(InputCheck, PiecesCoverEveryRecordReadOnceAndJoinToItsCrc) {
         for (OutputFormat format : {OutputFormat::kSafetensors, OutputFormat::kTorch,
                                     OutputFormat::kHdf5, OutputFormat::kUniversal}) {
             for (std::uint32_t ranks = 1; ranks <= 4; ++ranks) {
-                SCOPED_TRACE(std::string(fixture) + " " + std::string(enum_name(format)) +
-                             " ranks " + std::to_string(ranks));
-                Options options;
-                options.format = format;
-                if (format == OutputFormat::kUniversal)
-                    options.max_shard_size.reset();
-                else
-                    options.max_shard_size = 3'000;
-                RunPlan plan = build(meta, ranks, options);
-                InputCheckPlan check = plan_input_check(plan);
-                expect_well_formed(plan, check);
-                EXPECT_TRUE(check.without_crc.empty());
-                std::vector<std::uint32_t> crcs = piece_crcs(plan, check);
-                EXPECT_TRUE(failed_records(check, plan.tensors.records, crcs).empty());
+                for (std::uint64_t block : {std::uint64_t{4} << 20, std::uint64_t{4096}}) {
+                    SCOPED_TRACE(std::string(fixture) + " " + std::string(enum_name(format)) +
+                                 " ranks " + std::to_string(ranks) + " block " +
+                                 std::to_string(block));
+                    Options options;
+                    options.format = format;
+                    options.block_size = block;  // 4096: slots cut between ranks
+                    if (format == OutputFormat::kUniversal || block == 4096)
+                        options.max_shard_size.reset();
+                    else
+                        options.max_shard_size = 3'000;
+                    RunPlan plan = build(meta, ranks, options);
+                    InputCheckPlan check = plan_input_check(plan);
+                    expect_well_formed(plan, check);
+                    EXPECT_TRUE(check.without_crc.empty());
+                    std::vector<std::uint32_t> crcs = piece_crcs(plan, check);
+                    EXPECT_TRUE(failed_records(check, plan.tensors.records, crcs).empty());
+                }
             }
         }
     }

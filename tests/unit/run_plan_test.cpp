@@ -31,39 +31,50 @@ TEST(RunPlan, EveryFileHasContiguousTasksCoveringItsSlotsOnce) {
         for (OutputFormat format :
              {OutputFormat::kSafetensors, OutputFormat::kTorch, OutputFormat::kHdf5}) {
             for (std::uint32_t ranks = 1; ranks <= 5; ++ranks) {
-                Options options;
-                options.format = format;
-                options.max_shard_size = 3'000;
-                RunPlan plan = build(meta, ranks, options);
-                SCOPED_TRACE(std::string(fixture) + " " + std::string(enum_name(format)) +
-                             " ranks " + std::to_string(ranks));
-                std::size_t tasks_seen = 0;
-                for (std::uint32_t f = 0; f < plan.files.size(); ++f) {
-                    const OutputFileRecord& file = plan.files[f];
-                    ASSERT_GE(file.task_count, 1u);
-                    EXPECT_EQ(plan.is_shared(f), file.task_count > 1);
-                    EXPECT_TRUE(plan.lead_of(f).lead);
-                    std::uint32_t next_slot = 0;
-                    for (std::uint32_t t = file.first_task; t < file.first_task + file.task_count;
-                         ++t) {
-                        const plan::WriteTask& task = plan.tasks[t];
-                        EXPECT_EQ(task.file, f);
-                        EXPECT_EQ(task.lead, t == file.first_task);
-                        EXPECT_EQ(task.slot_begin, next_slot);
-                        EXPECT_LT(task.rank, ranks);
-                        next_slot = task.slot_end;
+                for (std::optional<std::uint64_t> shard :
+                     {std::optional<std::uint64_t>(3'000), std::optional<std::uint64_t>()}) {
+                    Options options;
+                    options.format = format;
+                    options.max_shard_size = shard;
+                    options.block_size = 4096;  // small fixtures: files shared by several ranks
+                    RunPlan plan = build(meta, ranks, options);
+                    SCOPED_TRACE(std::string(fixture) + " " + std::string(enum_name(format)) +
+                                 " ranks " + std::to_string(ranks) + (shard ? " sharded" : ""));
+                    std::size_t tasks_seen = 0;
+                    for (std::uint32_t f = 0; f < plan.files.size(); ++f) {
+                        const OutputFileRecord& file = plan.files[f];
+                        ASSERT_GE(file.task_count, 1u);
+                        EXPECT_EQ(plan.is_shared(f), file.task_count > 1);
+                        EXPECT_TRUE(plan.lead_of(f).lead);
+                        std::uint64_t next_byte = 0;
+                        std::uint32_t next_slot = 0;
+                        for (std::uint32_t t = file.first_task;
+                             t < file.first_task + file.task_count; ++t) {
+                            const plan::WriteTask& task = plan.tasks[t];
+                            EXPECT_EQ(task.file, f);
+                            EXPECT_EQ(task.lead, t == file.first_task);
+                            EXPECT_EQ(task.begin, next_byte);
+                            EXPECT_EQ(task.begin % options.block_size, 0u);
+                            // A slot cut by the range boundary is in both tasks.
+                            EXPECT_TRUE(task.slot_begin == next_slot ||
+                                        task.slot_begin + 1 == next_slot);
+                            EXPECT_LT(task.rank, ranks);
+                            next_byte = task.end;
+                            next_slot = task.slot_end;
+                        }
+                        EXPECT_EQ(next_byte, file.layout.size);
+                        EXPECT_EQ(next_slot, file.layout.slots.size());
+                        tasks_seen += file.task_count;
+                        ASSERT_FALSE(file.layout.fixed.empty());
+                        EXPECT_EQ(file.header_length, file.layout.fixed.front().bytes.size());
+                        EXPECT_EQ(file.header_crc32, crc32_of(file.layout.fixed.front().bytes));
                     }
-                    EXPECT_EQ(next_slot, file.layout.slots.size());
-                    tasks_seen += file.task_count;
-                    ASSERT_FALSE(file.layout.fixed.empty());
-                    EXPECT_EQ(file.header_length, file.layout.fixed.front().bytes.size());
-                    EXPECT_EQ(file.header_crc32, crc32_of(file.layout.fixed.front().bytes));
+                    EXPECT_EQ(tasks_seen, plan.tasks.size());
+                    std::size_t owned = 0;
+                    for (std::uint32_t r = 0; r < ranks; ++r)
+                        owned += plan.tasks_of(r).size();
+                    EXPECT_EQ(owned, plan.tasks.size());
                 }
-                EXPECT_EQ(tasks_seen, plan.tasks.size());
-                std::size_t owned = 0;
-                for (std::uint32_t r = 0; r < ranks; ++r)
-                    owned += plan.tasks_of(r).size();
-                EXPECT_EQ(owned, plan.tasks.size());
             }
         }
     }
