@@ -14,16 +14,13 @@ constexpr std::uint64_t round_up(std::uint64_t value, std::uint64_t alignment) {
     return (value + alignment - 1) / alignment * alignment;
 }
 
+// Blocks of 2 MiB and more sit in huge pages, aligned to 2 MiB (aligned_buffer.hpp).
+constexpr std::size_t kHugePage = std::size_t{2} << 20;
+
 }  // namespace
 
-DirectWriter::DirectWriter(const std::string& path, std::uint64_t begin, std::uint64_t end,
-                           const DirectWriterOptions& options, std::unique_ptr<AsyncIo> engine)
-    : path_(path), begin_(begin), end_(end), next_offset_(begin) {
-    if (begin > end || begin % kRangeAlignment != 0) {
-        throw_internal_error("DirectWriter: range [" + std::to_string(begin) + ", " +
-                             std::to_string(end) + ") of '" + path +
-                             "' does not start at a 4096-byte boundary");
-    }
+DirectWriter::DirectWriter(const DirectWriterOptions& options, std::unique_ptr<AsyncIo> engine)
+    : options_(options) {
     // Blocks: whole pages, at most the budget between them.
     std::size_t block =
         std::max<std::size_t>(options.block_size / kRangeAlignment, 1) * kRangeAlignment;
@@ -33,51 +30,32 @@ DirectWriter::DirectWriter(const std::string& path, std::uint64_t begin, std::ui
         block = std::max<std::size_t>(options.memory_budget / kRangeAlignment, 1) * kRangeAlignment;
         count = 1;
     }
-
-    std::uint64_t memory_alignment = kRangeAlignment;
-    if (options.direct) {
-        if (auto opened = File::try_open_direct(path, DirectOpen::kWrite)) {
-            file_ = std::move(*opened);
-            direct_ = true;
-            DirectIoAlignment dio = file_.direct_io_alignment();
-            granule_ = std::max<std::uint64_t>(kRangeAlignment, dio.offset);
-            memory_alignment = std::max<std::uint64_t>(kRangeAlignment, dio.memory);
-            // A file system that wants more than the plan's 4096 (some parallel file systems
-            // report 64 KiB) may not fit this range; then the range goes buffered.
-            bool fits = begin % granule_ == 0 && block % granule_ == 0 &&
-                        (end % granule_ == 0 || end % kRangeAlignment != 0);
-            if (!fits) {
-                file_ = File::open_write(path);
-                direct_ = false;
-                granule_ = kRangeAlignment;
-            }
-        }
-    }
-    if (!file_.is_open()) {
-        file_ = File::open_write(path);
-    }
-    if (direct_ && options.preallocate && end > begin) {
-        const std::uint64_t reserved_end = round_up(end, granule_);
-        if (file_.allocate(begin, reserved_end - begin) && reserved_end > end) {
-            needs_truncate_ = true;
-        }
-    }
-
     block_size_ = block;
+    memory_alignment_ = options.huge_pages && block >= kHugePage ? kHugePage : kRangeAlignment;
     blocks_.reserve(count);
     for (std::size_t i = 0; i < count; ++i) {
-        blocks_.emplace_back(static_cast<std::size_t>(memory_alignment), block, options.huge_pages);
+        blocks_.emplace_back(kRangeAlignment, block, options.huge_pages);
     }
     transfers_.resize(count);
     for (std::size_t i = count; i > 0; --i) {
         free_blocks_.push_back(i - 1);
     }
-    // Buffered writes go to the thread engine whatever was asked (see fall_back_to_buffered).
+    // Buffered writes go to the thread engine whatever was asked (see the header).
+    injected_engine_ = engine != nullptr;
     io_ = engine ? std::move(engine)
-                 : make_async_io(direct_ ? options.engine : IoEngine::kThreads, count);
+                 : make_async_io(options.direct ? options.engine : IoEngine::kThreads,
+                                 count + options.sync_slots);
     if (io_->depth() < count) {
         throw_internal_error("DirectWriter: engine shallower than the blocks");
     }
+    sync_slots_.assign(io_->depth() - count, nullptr);
+}
+
+DirectWriter::DirectWriter(const std::string& path, std::uint64_t begin, std::uint64_t end,
+                           const DirectWriterOptions& options, std::unique_ptr<AsyncIo> engine)
+    : DirectWriter(options, std::move(engine)) {
+    open(path, begin, end,
+         end % kRangeAlignment != 0 ? std::optional<std::uint64_t>(end) : std::nullopt);
 }
 
 DirectWriter::~DirectWriter() {
@@ -85,13 +63,97 @@ DirectWriter::~DirectWriter() {
     io_.reset();
 }
 
+void DirectWriter::open(const std::string& path, std::uint64_t begin, std::uint64_t end,
+                        std::optional<std::uint64_t> final_size, std::uint64_t tag) {
+    throw_if_failed();
+    if (current_range_ != nullptr) {
+        throw_internal_error("DirectWriter: '" + path + "' opened before '" + current_range_->path +
+                             "' was closed");
+    }
+    if (begin > end || begin % kRangeAlignment != 0) {
+        throw_internal_error("DirectWriter: range [" + std::to_string(begin) + ", " +
+                             std::to_string(end) + ") of '" + path +
+                             "' does not start at a 4096-byte boundary");
+    }
+    while (ranges_.size() >= std::max<std::size_t>(options_.max_open_ranges, 1) &&
+           io_->in_flight() > 0) {
+        reap_one();
+    }
+    throw_if_failed();
+
+    auto range = std::make_unique<Range>();
+    range->path = path;
+    range->begin = begin;
+    range->end = end;
+    range->final_size = final_size;
+    range->tag = tag;
+    if (options_.direct) {
+        if (auto opened = File::try_open_direct(path, DirectOpen::kWrite)) {
+            range->file = std::move(*opened);
+            range->direct = true;
+            DirectIoAlignment dio = range->file.direct_io_alignment();
+            range->granule = std::max<std::uint64_t>(kRangeAlignment, dio.offset);
+            // A file system that wants more than the plan's 4096 (some parallel file systems
+            // report 64 KiB), or more memory alignment than the blocks have, may not fit this
+            // range; then the range goes buffered.
+            const bool fits = begin % range->granule == 0 && block_size_ % range->granule == 0 &&
+                              dio.memory <= memory_alignment_ &&
+                              (end % range->granule == 0 || end % kRangeAlignment != 0);
+            if (!fits) {
+                range->file = File::open_write(path);
+                range->direct = false;
+                range->granule = kRangeAlignment;
+            }
+        }
+    }
+    if (!range->file.is_open()) {
+        range->file = File::open_write(path);
+    }
+    if (!range->direct && !injected_engine_ && io_->engine() == IoEngine::kIoUring &&
+        io_->in_flight() == 0) {
+        // Buffered writes of one file through io_uring run one at a time in its kernel workers
+        // (7x slower here, docs/io-engine.md): a file system that refuses O_DIRECT at open
+        // gets the thread engine from here on.
+        io_ = make_async_io(IoEngine::kThreads, io_->depth());
+    }
+    if (range->direct && options_.preallocate && end > begin) {
+        const std::uint64_t reserved_end = round_up(end, range->granule);
+        if (range->file.allocate(begin, reserved_end - begin) && reserved_end > end) {
+            range->needs_truncate = true;
+        }
+    }
+    current_range_ = range.get();
+    last_range_ = range.get();
+    ranges_.push_back(std::move(range));
+    committed_ = 0;
+    current_ = kNoBlock;
+    fill_ = 0;
+    next_offset_ = begin;
+}
+
+bool DirectWriter::direct() const noexcept {
+    if (current_range_ != nullptr)
+        return current_range_->direct;
+    return last_range_ != nullptr ? last_range_->direct : last_direct_;
+}
+
+std::uint64_t DirectWriter::alignment() const noexcept {
+    if (current_range_ != nullptr)
+        return current_range_->granule;
+    return last_range_ != nullptr ? last_range_->granule : last_granule_;
+}
+
 std::size_t DirectWriter::current_length() const noexcept {
-    return static_cast<std::size_t>(std::min<std::uint64_t>(block_size_, end_ - next_offset_));
+    return static_cast<std::size_t>(
+        std::min<std::uint64_t>(block_size_, current_range_->end - next_offset_));
 }
 
 std::span<std::byte> DirectWriter::buffer() {
     throw_if_failed();
-    if (begin_ + committed_ == end_) {
+    if (current_range_ == nullptr) {
+        throw_internal_error("DirectWriter: buffer() with no range open");
+    }
+    if (current_range_->begin + committed_ == current_range_->end) {
         return {};
     }
     if (current_ == kNoBlock) {
@@ -111,7 +173,7 @@ void DirectWriter::commit(std::size_t bytes) {
     if (bytes == 0) {
         return;
     }
-    if (current_ == kNoBlock || fill_ + bytes > current_length()) {
+    if (current_range_ == nullptr || current_ == kNoBlock || fill_ + bytes > current_length()) {
         throw_internal_error("DirectWriter: commit of more than buffer() gave");
     }
     fill_ += bytes;
@@ -125,8 +187,8 @@ void DirectWriter::append(std::span<const std::byte> data) {
     while (!data.empty()) {
         std::span<std::byte> space = buffer();
         if (space.empty()) {
-            throw_internal_error("DirectWriter: append past the end of the range of '" + path_ +
-                                 "'");
+            throw_internal_error("DirectWriter: append past the end of the range of '" +
+                                 current_range_->path + "'");
         }
         std::size_t piece = std::min(space.size(), data.size());
         std::memcpy(space.data(), data.data(), piece);
@@ -136,129 +198,224 @@ void DirectWriter::append(std::span<const std::byte> data) {
 }
 
 void DirectWriter::submit_current() {
+    Range& range = *current_range_;
     const std::size_t block = current_;
     current_ = kNoBlock;
-    Transfer transfer{next_offset_, fill_, 0, fill_};
-    if (direct_ && fill_ % granule_ != 0) {
+    Transfer transfer{&range, next_offset_, fill_, 0, fill_, range.direct};
+    if (range.direct && fill_ % range.granule != 0) {
         // Only the range's (and so the file's) last block can be unaligned: pad it with zeros
-        // up to the alignment; finish() cuts the file back to `end`.
-        transfer.length = static_cast<std::size_t>(round_up(fill_, granule_));
+        // up to the alignment; the size is set back to `end` once the range is written.
+        transfer.length = static_cast<std::size_t>(round_up(fill_, range.granule));
         std::memset(blocks_[block].data() + fill_, 0, transfer.length - fill_);
-        needs_truncate_ = true;
+        range.needs_truncate = true;
     }
     next_offset_ += fill_;
     fill_ = 0;
     transfers_[block] = transfer;
+    ++range.blocks_in_flight;
     submit(block);
 }
 
 void DirectWriter::submit(std::size_t block) {
     const Transfer& transfer = *transfers_[block];
-    io_->submit({&file_, IoDirection::kWrite, blocks_[block].data() + transfer.done,
+    io_->submit({&transfer.range->file, IoDirection::kWrite, blocks_[block].data() + transfer.done,
                  transfer.length - transfer.done, transfer.offset + transfer.done, block});
 }
 
 void DirectWriter::reap_one() {
-    const IoCompletion completion = io_->wait_one();
-    const auto block = static_cast<std::size_t>(completion.tag);
-    if (completion.result == -EINVAL && direct_ && !any_direct_success_ && error_ == 0) {
-        // O_DIRECT taken at open, refused on the transfer: every direct write of this file
-        // fails alike, so the file goes buffered and this block is sent again.
-        fall_back_to_buffered(block);
+    handle(io_->wait_one());
+}
+
+void DirectWriter::handle(const IoCompletion& completion) {
+    if (completion.tag < blocks_.size()) {
+        complete(static_cast<std::size_t>(completion.tag), completion.result);
         return;
     }
-    complete(block, completion.result);
+    const auto slot = static_cast<std::size_t>(completion.tag - blocks_.size());
+    Range* range = sync_slots_.at(slot);
+    sync_slots_[slot] = nullptr;
+    synced(*range, completion.result);
+    if (!sync_queue_.empty()) {
+        Range* next = sync_queue_.front();
+        sync_queue_.pop_front();
+        start_sync(*next);
+    }
 }
 
 void DirectWriter::complete(std::size_t block, std::int64_t result) {
     Transfer& transfer = *transfers_[block];
-    if (result > 0 && error_ == 0) {
+    Range& range = *transfer.range;
+    if (result == -EINVAL && transfer.sent_direct && !range.any_direct_success && !error_) {
+        // O_DIRECT taken at open, refused on the transfer: every direct write of this file
+        // fails alike, so the file goes buffered and this block is sent again, unpadded (a
+        // buffered write takes any length). Blocks of the file still in flight come back
+        // refused too and take the same road.
+        if (!range.fell_back) {
+            range.fell_back = range.file.stop_direct_io();
+            range.direct = !range.fell_back;
+        }
+        if (range.fell_back) {
+            transfer.length = transfer.real_length;
+            transfer.done = 0;
+            transfer.sent_direct = false;
+            submit(block);
+            return;
+        }
+    }
+    if (result > 0 && !error_) {
         transfer.done += static_cast<std::size_t>(result);
         if (transfer.done < transfer.length) {
             submit(block);  // a short write: the rest (a second refusal then names the cause)
             return;
         }
-        any_direct_success_ = any_direct_success_ || direct_;
+        range.any_direct_success = range.any_direct_success || transfer.sent_direct;
         count_bytes_written(transfer.real_length);
     } else if (result <= 0) {
         // 0 bytes written with bytes to write: the device took nothing and said nothing.
-        record_error(result == 0 ? EIO : static_cast<int>(-result),
-                     transfer.offset + transfer.done);
+        record_error(result == 0 ? EIO : static_cast<int>(-result), range.path,
+                     transfer.offset + transfer.done, false);
     }
     transfers_[block].reset();
     free_blocks_.push_back(block);
+    --range.blocks_in_flight;
+    if (range.closed && range.blocks_in_flight == 0) {
+        written(range);
+    }
 }
 
-void DirectWriter::fall_back_to_buffered(std::size_t refused) {
-    if (!file_.stop_direct_io()) {
-        complete(refused, -EINVAL);
+void DirectWriter::written(Range& range) {
+    if (error_) {
+        release(range);
         return;
     }
-    direct_ = false;
-    // The other blocks in flight were sent for direct I/O too: collect them all, then resend
-    // the refused ones at their real length (no padding: a buffered write takes any length).
-    std::vector<std::size_t> resend = {refused};
-    while (io_->in_flight() > 0) {
-        const IoCompletion completion = io_->wait_one();
-        const auto block = static_cast<std::size_t>(completion.tag);
-        if (completion.result == -EINVAL) {
-            resend.push_back(block);
-        } else {
-            complete(block, completion.result);
+    try {
+        if (range.final_size) {
+            range.file.truncate(*range.final_size);
+        } else if (range.needs_truncate) {
+            range.file.truncate(range.end);
         }
+    } catch (...) {
+        if (!error_)
+            error_ = std::current_exception();
+        release(range);
+        return;
     }
-    // Buffered writes through io_uring go to its kernel workers, which run the writes of one
-    // file one after the other: 7x slower than the thread engine here (docs/io-engine.md).
-    if (io_->engine() == IoEngine::kIoUring) {
-        io_ = make_async_io(IoEngine::kThreads, blocks_.size());
-    }
-    for (std::size_t block : resend) {
-        if (error_ != 0) {
-            complete(block, -EINVAL);  // released, the first error stands
-            continue;
-        }
-        Transfer& transfer = *transfers_[block];
-        transfer.length = transfer.real_length;
-        transfer.done = 0;
-        submit(block);
-    }
+    start_sync(range);
 }
 
-void DirectWriter::record_error(int errnum, std::uint64_t offset) {
-    if (error_ == 0) {
-        error_ = errnum;
-        error_offset_ = offset;
+void DirectWriter::start_sync(Range& range) {
+    range.sync_sent = true;
+    auto free_slot = std::find(sync_slots_.begin(), sync_slots_.end(), nullptr);
+    if (sync_slots_.empty()) {
+        synced(range, range.file.sync_data_once());  // an engine without room: here
+        return;
+    }
+    if (free_slot == sync_slots_.end()) {
+        sync_queue_.push_back(&range);
+        return;
+    }
+    *free_slot = &range;
+    const auto slot = static_cast<std::uint64_t>(free_slot - sync_slots_.begin());
+    io_->submit({&range.file, IoDirection::kSyncData, nullptr, 0, 0, blocks_.size() + slot});
+}
+
+void DirectWriter::synced(Range& range, std::int64_t result) {
+    if (result < 0) {
+        record_error(static_cast<int>(-result), range.path, 0, true);
+    } else {
+        durable_.push_back(range.tag);
+    }
+    release(range);
+}
+
+void DirectWriter::release(Range& range) {
+    try {
+        range.file.close();
+    } catch (...) {
+        if (!error_)
+            error_ = std::current_exception();
+    }
+    if (last_range_ == &range) {
+        last_direct_ = range.direct;
+        last_granule_ = range.granule;
+        last_range_ = nullptr;
+    }
+    auto it = std::find_if(ranges_.begin(), ranges_.end(),
+                           [&](const std::unique_ptr<Range>& r) { return r.get() == &range; });
+    if (it != ranges_.end())
+        ranges_.erase(it);
+}
+
+void DirectWriter::record_error(int errnum, const std::string& path, std::uint64_t offset,
+                                bool sync) {
+    if (error_)
+        return;
+    try {
+        if (sync)
+            throw_io_error("cannot sync", path, errnum);
+        throw_io_error("cannot write at offset " + std::to_string(offset) + " of", path, errnum);
+    } catch (...) {
+        error_ = std::current_exception();
     }
 }
 
 void DirectWriter::throw_if_failed() const {
-    if (error_ != 0) {
-        throw_io_error("cannot write at offset " + std::to_string(error_offset_) + " of", path_,
-                       error_);
+    if (error_) {
+        std::rethrow_exception(error_);
     }
 }
 
-void DirectWriter::finish() {
-    if (finished_) {
-        return;
+void DirectWriter::close_range() {
+    throw_if_failed();
+    if (current_range_ == nullptr) {
+        throw_internal_error("DirectWriter: close_range() with no range open");
+    }
+    Range& range = *current_range_;
+    if (range.begin + committed_ != range.end) {
+        throw_internal_error("DirectWriter: '" + range.path + "' closed with " +
+                             std::to_string(range.end - range.begin - committed_) +
+                             " bytes missing");
+    }
+    if (current_ != kNoBlock) {
+        // A block taken by buffer() but given no byte (the range was already full).
+        free_blocks_.push_back(current_);
+        current_ = kNoBlock;
+    }
+    range.closed = true;
+    current_range_ = nullptr;
+    if (range.blocks_in_flight == 0) {
+        written(range);
     }
     throw_if_failed();
-    if (begin_ + committed_ != end_) {
-        throw_internal_error("DirectWriter: finish() of '" + path_ + "' with " +
-                             std::to_string(end_ - begin_ - committed_) + " bytes missing");
+}
+
+std::vector<std::uint64_t> DirectWriter::take_durable() {
+    while (io_->in_flight() > 0) {
+        std::optional<IoCompletion> completion = io_->poll_one();
+        if (!completion)
+            break;
+        handle(*completion);
     }
+    throw_if_failed();
+    std::vector<std::uint64_t> durable;
+    durable.swap(durable_);
+    return durable;
+}
+
+void DirectWriter::drain() {
     // Every transfer is waited for, even after an error: the first error is the one reported,
     // and no buffer is given back while the kernel may still use it.
     while (io_->in_flight() > 0) {
         reap_one();
     }
     throw_if_failed();
-    if (needs_truncate_) {
-        file_.truncate(end_);
+}
+
+void DirectWriter::finish() {
+    if (current_range_ != nullptr) {
+        close_range();
     }
-    file_.sync_data();
-    file_.close();
-    finished_ = true;
+    drain();
 }
 
 }  // namespace z2f::io

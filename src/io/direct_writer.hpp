@@ -1,20 +1,27 @@
-// A sequential output stream that writes one byte range of a file with O_DIRECT, several
-// blocks in flight, in a fixed memory budget: the output page cache stays empty and the device
-// never waits for the writer.
+// Sequential output streams that write byte ranges of files with O_DIRECT, several blocks in
+// flight, in a fixed memory budget: the output page cache stays empty and the device never
+// waits for the writer. One writer serves range after range (file after file): its blocks and
+// its I/O engine are set up once, and a range's last blocks and its fdatasync are still in
+// flight while the next range is being filled.
 //
-// The range. [begin, end) of the file at `path` (created if missing, never truncated: several
-// writers may own ranges of one shared file). Contract with whoever cuts files into ranges:
+// A range. [begin, end) of the file at `path` (created if missing, never truncated at open:
+// several writers may own ranges of one shared file). Contract with whoever cuts files into
+// ranges (plan/ownership.hpp):
 //   - `begin` is a multiple of kRangeAlignment (4096);
 //   - `end` is a multiple of kRangeAlignment too, except at the end of the file: an unaligned
 //     `end` IS the file's final size, and only the writer of that last range may have it.
 // Two ranges therefore never share an aligned block, and the one padded block (below) lies
 // past the end of the file, where no other range is.
 //
-// The caller's side. buffer() gives the writable rest of the current block (waiting for a free
-// one if all are in flight); the caller fills any prefix of it and commit()s that many bytes
-// (append() does both from a span). A full block goes to the device at once; the blocks hold
-// [begin, begin + block_size), [begin + block_size, ...), the last one shorter. finish(), once
-// the range is full, waits for every block, fixes the size, calls fdatasync once, and closes.
+// The caller's side. open() starts a range. buffer() gives the writable rest of the current
+// block (waiting for a free one if all are in flight); the caller fills any prefix of it and
+// commit()s that many bytes (append() does both from a span). A full block goes to the device
+// at once; the blocks hold [begin, begin + block_size), [begin + block_size, ...), the last one
+// shorter. close_range(), once the range is full, sends its last block and returns: when every
+// block of the range is written, the file's size is set (`final_size`, when the range ends the
+// file) and an fdatasync is sent; when that completes, the descriptor is closed and the range's
+// tag appears in take_durable(): from then on its bytes are on disk. drain() waits for every
+// range; finish() is close_range() + drain() (the writer of one range).
 //
 // On the device. Every transfer is a multiple of the file system's direct-I/O alignment at an
 // aligned offset from aligned memory (statx STATX_DIOALIGN, rounded up to 4096; 4096 where the
@@ -26,26 +33,36 @@
 // before the first byte rather than after the last, and the range is allocated in one piece;
 // on ext4 here it neither helps nor hurts the speed (docs/io-engine.md).
 //
+// Syncs. The engine gets `sync_slots` entries beyond the blocks for fdatasyncs in flight
+// (an engine with no room for them, as tests inject, syncs in the caller's thread). One
+// fdatasync after another cost ~3 ms per small file on the development VM, several in flight
+// almost nothing, which is what makes a universal checkpoint's thousands of files cheap. At
+// most `max_open_ranges` ranges are open (written or syncing); open() waits below that.
+//
 // Memory. At most `blocks_in_flight` blocks of `block_size` bytes exist, and no more than
 // memory_budget bytes: in-flight = min(blocks_in_flight, memory_budget / block_size), and a
 // budget below one block shrinks the block.
 //
-// Fallback. Where the file system refuses O_DIRECT, at open or on the first transfer (EINVAL:
-// tmpfs before Linux 6.6, some FUSE or NFS mounts), or demands more alignment than the range
-// has, the same bytes are written with buffered pwrite through the same pipeline (no padding);
-// direct() tells which; buffered writes always use the thread engine (io_uring hands buffered
-// writes of one file to one kernel worker at a time). Nothing else changes for the caller.
+// Fallback. Where the file system refuses O_DIRECT, at open or on the first transfer of a
+// range's file (EINVAL: tmpfs before Linux 6.6, some FUSE or NFS mounts), or demands more
+// alignment than the range has, the same bytes are written with buffered pwrite through the
+// same pipeline (no padding); direct() tells which for the current range. A writer on io_uring
+// moves to the thread engine when O_DIRECT is refused at open (io_uring hands buffered writes
+// of one file to one kernel worker at a time); a refusal on the first transfer keeps the
+// engine (the thread engine is the default anyway). Nothing else changes for the caller.
 //
-// Errors. A failed or short-and-stuck transfer (EIO, ENOSPC, EDQUOT...) is an Error naming the
-// path and the offset, thrown by the next buffer(), commit(), append() or finish(); the other
-// requests in flight are still waited for, and only the first error is reported. The destructor
-// without finish() (an error elsewhere, a signal) stops submitting, waits for the transfers
-// the kernel already has (their buffers must outlive them) and leaves the file as it is; it
-// never throws. Bytes are counted in io_counters() when their transfer completes.
+// Errors. A failed or short-and-stuck transfer (EIO, ENOSPC, EDQUOT...) or a failed fdatasync
+// is an Error naming the path and the offset, thrown by the next call; the other requests in
+// flight are still waited for, and only the first error is reported. The destructor without
+// drain() (an error elsewhere, a signal) stops submitting, waits for the transfers the kernel
+// already has (their buffers must outlive them) and leaves the files as they are; it never
+// throws. Bytes are counted in io_counters() when their transfer completes.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
+#include <deque>
+#include <exception>
 #include <memory>
 #include <optional>
 #include <span>
@@ -65,6 +82,8 @@ struct DirectWriterOptions {
     std::size_t block_size = std::size_t{4} << 20;
     std::size_t blocks_in_flight = 4;
     std::size_t memory_budget = std::size_t{16} << 20;
+    std::size_t sync_slots = 4;
+    std::size_t max_open_ranges = 32;
     // false: buffered pwrite of the same bytes (what the fallback does).
     bool direct = true;
     // fallocate the range before writing (see above); skipped where unsupported.
@@ -77,8 +96,11 @@ class DirectWriter {
   public:
     static constexpr std::uint64_t kRangeAlignment = 4096;
 
-    // [begin, end) of `path`. `engine` replaces the one `options.engine` names (tests inject
-    // faults through it); its depth must be at least the number of blocks.
+    // A writer with no range open. `engine` replaces the one `options.engine` names (tests
+    // inject faults through it); its depth must be at least the number of blocks.
+    explicit DirectWriter(const DirectWriterOptions& options = {},
+                          std::unique_ptr<AsyncIo> engine = nullptr);
+    // The writer of one range: the above, then open(path, begin, end, unaligned end or none).
     DirectWriter(const std::string& path, std::uint64_t begin, std::uint64_t end,
                  const DirectWriterOptions& options = {},
                  std::unique_ptr<AsyncIo> engine = nullptr);
@@ -86,30 +108,64 @@ class DirectWriter {
     DirectWriter(const DirectWriter&) = delete;
     DirectWriter& operator=(const DirectWriter&) = delete;
 
+    // Starts [begin, end) of `path`; the previous range must be closed. With `final_size`, the
+    // file is cut (or extended) to it once the range is written: the writer of a file's last
+    // range gives it, so that a stale longer file never keeps its tail. `tag` names the range in
+    // take_durable().
+    void open(const std::string& path, std::uint64_t begin, std::uint64_t end,
+              std::optional<std::uint64_t> final_size, std::uint64_t tag = 0);
+
     // The writable rest of the current block; empty once the range is full.
     std::span<std::byte> buffer();
     // The first `bytes` of buffer() are filled.
     void commit(std::size_t bytes);
     // buffer() + copy + commit() until `data` is consumed.
     void append(std::span<const std::byte> data);
-    // Needs position() == end - begin. Waits for every block, sets the size, fdatasync, close.
+    // Needs position() == end - begin: sends the last block; the rest happens in flight.
+    void close_range();
+    // The tags of the ranges on disk (written, sized, fdatasync'ed, closed) since the last call,
+    // in completion order. Also collects the completions already there, without waiting.
+    std::vector<std::uint64_t> take_durable();
+    // Waits for every range closed so far to be on disk.
+    void drain();
+    // close_range() + drain().
     void finish();
 
-    // Bytes committed so far, from `begin`.
+    // Bytes committed to the current range so far, from its `begin`.
     std::uint64_t position() const noexcept { return committed_; }
-    bool direct() const noexcept { return direct_; }
+    // Whether the current (or last) range goes with O_DIRECT.
+    bool direct() const noexcept;
     IoEngine engine() const noexcept { return io_->engine(); }
     std::size_t block_size() const noexcept { return block_size_; }
     std::size_t block_count() const noexcept { return blocks_.size(); }
-    // The alignment of transfers (offsets, lengths, padding) in direct mode.
-    std::uint64_t alignment() const noexcept { return granule_; }
+    // The alignment of transfers (offsets, lengths, padding) of the current range in direct
+    // mode.
+    std::uint64_t alignment() const noexcept;
 
   private:
+    struct Range {
+        File file;
+        std::string path;
+        std::uint64_t begin = 0;
+        std::uint64_t end = 0;
+        std::optional<std::uint64_t> final_size;
+        std::uint64_t tag = 0;
+        std::uint64_t granule = kRangeAlignment;
+        bool direct = false;
+        bool fell_back = false;       // O_DIRECT turned off after a refused transfer
+        bool needs_truncate = false;  // the size may exceed `end` (padding or reservation)
+        bool any_direct_success = false;
+        bool closed = false;  // every byte committed, the last block sent
+        std::size_t blocks_in_flight = 0;
+        bool sync_sent = false;
+    };
     struct Transfer {
+        Range* range = nullptr;
         std::uint64_t offset = 0;     // of the block in the file
         std::size_t length = 0;       // to write, padding included
         std::size_t done = 0;         // written so far
         std::size_t real_length = 0;  // of data
+        bool sent_direct = false;
     };
     static constexpr std::size_t kNoBlock = SIZE_MAX;
 
@@ -117,31 +173,37 @@ class DirectWriter {
     void submit_current();
     void submit(std::size_t block);
     void reap_one();
+    void handle(const IoCompletion& completion);
     void complete(std::size_t block, std::int64_t result);
-    void fall_back_to_buffered(std::size_t refused);
-    void record_error(int errnum, std::uint64_t offset);
+    void written(Range& range);
+    void start_sync(Range& range);
+    void synced(Range& range, std::int64_t result);
+    void record_error(int errnum, const std::string& path, std::uint64_t offset, bool sync);
     void throw_if_failed() const;
+    void release(Range& range);
 
-    std::string path_;
-    std::uint64_t begin_ = 0;
-    std::uint64_t end_ = 0;
     std::size_t block_size_ = 0;
-    std::uint64_t granule_ = kRangeAlignment;
-    bool direct_ = false;
-    bool needs_truncate_ = false;  // the size may exceed `end` (padding or reservation)
-    bool any_direct_success_ = false;
-    bool finished_ = false;
-    int error_ = 0;
-    std::uint64_t error_offset_ = 0;
+    std::size_t memory_alignment_ = kRangeAlignment;
+    DirectWriterOptions options_;
+    std::exception_ptr error_;  // the first one
+    bool injected_engine_ = false;
 
+    Range* current_range_ = nullptr;  // open, not closed
+    Range* last_range_ = nullptr;     // for direct()/alignment() after close
+    bool last_direct_ = false;
+    std::uint64_t last_granule_ = kRangeAlignment;
     std::uint64_t committed_ = 0;
     std::size_t current_ = kNoBlock;  // block being filled
     std::size_t fill_ = 0;            // bytes of it filled
     std::uint64_t next_offset_ = 0;   // file offset of the current (or next) block
 
+    std::vector<std::uint64_t> durable_;
+    std::deque<Range*> sync_queue_;   // written, waiting for a sync slot
+    std::vector<Range*> sync_slots_;  // by slot: the range syncing there, or null
+
     // Declaration order is destruction order reversed: the engine goes first (it waits for
-    // the kernel), then the blocks it may have been using, then the descriptor.
-    File file_;
+    // the kernel), then the blocks it may have been using, then the descriptors.
+    std::deque<std::unique_ptr<Range>> ranges_;  // open or syncing
     std::vector<AlignedBuffer> blocks_;
     std::vector<std::optional<Transfer>> transfers_;  // by block
     std::vector<std::size_t> free_blocks_;

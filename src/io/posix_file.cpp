@@ -310,6 +310,14 @@ void File::sync_data() const {
     sync_or_throw(::fdatasync, fd_, path_);
 }
 
+std::int64_t File::sync_data_once() const noexcept {
+    int rc;
+    do {
+        rc = ::fdatasync(fd_);
+    } while (rc != 0 && errno == EINTR);
+    return rc == 0 ? 0 : -static_cast<std::int64_t>(errno);
+}
+
 void File::start_writeback(std::uint64_t offset, std::uint64_t length) const {
     // Best effort: file systems without sync_file_range simply keep the pages dirty until fsync.
     (void)::sync_file_range(fd_, static_cast<off_t>(offset), static_cast<off_t>(length),

@@ -97,6 +97,8 @@ class File {
     void sync() const;
     // fdatasync: the data (and the size), without the other metadata.
     void sync_data() const;
+    // One fdatasync (retried on EINTR): 0 or -errno, for the asynchronous engines.
+    std::int64_t sync_data_once() const noexcept;
     // Starts write-back of a range without waiting (sync_file_range); a no-op where unsupported.
     void start_writeback(std::uint64_t offset, std::uint64_t length) const;
     // Waits until the range is on disk (sync_file_range WAIT_BEFORE|WRITE|WAIT_AFTER).

@@ -1,4 +1,5 @@
-// AsyncIo on a pool of `depth` worker threads, each doing one blocking pread/pwrite at a time:
+// AsyncIo on a pool of `depth` worker threads, each doing one blocking pread/pwrite/fdatasync
+// at a time:
 // the portable engine, and the fallback where io_uring is refused.
 #include <condition_variable>
 #include <csignal>
@@ -22,6 +23,7 @@ class ThreadedAsyncIo final : public AsyncIo {
 
     void submit(const IoRequest& request) override;
     IoCompletion wait_one() override;
+    std::optional<IoCompletion> poll_one() override;
     std::size_t in_flight() const noexcept override { return in_flight_; }
     std::size_t depth() const noexcept override { return depth_; }
     IoEngine engine() const noexcept override { return IoEngine::kThreads; }
@@ -95,6 +97,16 @@ IoCompletion ThreadedAsyncIo::wait_one() {
     return completion;
 }
 
+std::optional<IoCompletion> ThreadedAsyncIo::poll_one() {
+    std::lock_guard lock(mutex_);
+    if (completed_.empty())
+        return std::nullopt;
+    IoCompletion completion = completed_.front();
+    completed_.pop_front();
+    --in_flight_;
+    return completion;
+}
+
 void ThreadedAsyncIo::run() {
     // Termination signals must reach the threads that check for them, never an I/O worker.
     sigset_t all;
@@ -110,12 +122,20 @@ void ThreadedAsyncIo::run() {
         IoRequest request = queued_.front();
         queued_.pop_front();
         lock.unlock();
-        std::int64_t result =
-            request.direction == IoDirection::kWrite
-                ? request.file->write_once(
-                      request.offset, std::span<const std::byte>(request.buffer, request.length))
-                : request.file->read_once(request.offset,
-                                          std::span<std::byte>(request.buffer, request.length));
+        std::int64_t result = 0;
+        switch (request.direction) {
+            case IoDirection::kWrite:
+                result = request.file->write_once(
+                    request.offset, std::span<const std::byte>(request.buffer, request.length));
+                break;
+            case IoDirection::kRead:
+                result = request.file->read_once(
+                    request.offset, std::span<std::byte>(request.buffer, request.length));
+                break;
+            case IoDirection::kSyncData:
+                result = request.file->sync_data_once();
+                break;
+        }
         lock.lock();
         completed_.push_back({request.tag, result});
         done_.notify_one();

@@ -23,6 +23,7 @@ class UringAsyncIo final : public AsyncIo {
 
     void submit(const IoRequest& request) override;
     IoCompletion wait_one() override;
+    std::optional<IoCompletion> poll_one() override;
     std::size_t in_flight() const noexcept override { return in_flight_; }
     std::size_t depth() const noexcept override { return depth_; }
     IoEngine engine() const noexcept override { return IoEngine::kIoUring; }
@@ -77,10 +78,16 @@ void UringAsyncIo::submit(const IoRequest& request) {
         throw_internal_error("io_uring: no free submission entry");
     }
     const auto length = static_cast<unsigned>(request.length);
-    if (request.direction == IoDirection::kWrite) {
-        io_uring_prep_write(sqe, request.file->fd(), request.buffer, length, request.offset);
-    } else {
-        io_uring_prep_read(sqe, request.file->fd(), request.buffer, length, request.offset);
+    switch (request.direction) {
+        case IoDirection::kWrite:
+            io_uring_prep_write(sqe, request.file->fd(), request.buffer, length, request.offset);
+            break;
+        case IoDirection::kRead:
+            io_uring_prep_read(sqe, request.file->fd(), request.buffer, length, request.offset);
+            break;
+        case IoDirection::kSyncData:
+            io_uring_prep_fsync(sqe, request.file->fd(), IORING_FSYNC_DATASYNC);
+            break;
     }
     io_uring_sqe_set_data64(sqe, request.tag);
     int rc;
@@ -105,6 +112,18 @@ IoCompletion UringAsyncIo::wait_one() {
     if (rc != 0) {
         throw_io_error("cannot wait for I/O (io_uring)", "", -rc);
     }
+    IoCompletion completion{io_uring_cqe_get_data64(cqe), cqe->res};
+    io_uring_cqe_seen(&ring_, cqe);
+    --in_flight_;
+    return completion;
+}
+
+std::optional<IoCompletion> UringAsyncIo::poll_one() {
+    if (in_flight_ == 0)
+        return std::nullopt;
+    io_uring_cqe* cqe = nullptr;
+    if (io_uring_peek_cqe(&ring_, &cqe) != 0 || cqe == nullptr)
+        return std::nullopt;
     IoCompletion completion{io_uring_cqe_get_data64(cqe), cqe->res};
     io_uring_cqe_seen(&ring_, cqe);
     --in_flight_;
