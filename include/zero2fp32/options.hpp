@@ -96,7 +96,7 @@ struct Options {
     // Keep only the original_vocab_size real rows of a padded vocabulary (default: as trained).
     bool strip_vocab_padding = false;
 
-    IoBackend io = IoBackend::kPread;
+    IoBackend io = IoBackend::kDirect;
     ReadMode read_mode = ReadMode::kAuto;
     std::uint64_t buffer_size = std::uint64_t{16} << 20;  // per rank; bounds its memory
     // The direct-I/O block: the unit of every write (kDirect), and where files shared by

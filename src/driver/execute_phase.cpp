@@ -20,6 +20,26 @@ io::CopyOptions copy_options(const Options& options) {
     return copy;
 }
 
+io::DirectCopyOptions direct_options(const Options& options,
+                                     std::function<void(std::uint64_t)> on_progress) {
+    io::DirectCopyOptions direct;
+    direct.buffer_size = static_cast<std::size_t>(options.buffer_size);
+    direct.block_size = static_cast<std::size_t>(options.block_size);
+    switch (options.read_mode) {
+        case ReadMode::kAuto:
+            direct.read_mode = io::ReadMode::kAuto;
+            break;
+        case ReadMode::kBuffered:
+            direct.read_mode = io::ReadMode::kBuffered;
+            break;
+        case ReadMode::kDirect:
+            direct.read_mode = io::ReadMode::kDirect;
+            break;
+    }
+    direct.on_progress = std::move(on_progress);
+    return direct;
+}
+
 // Every rank's list of files, merged and sorted on every rank.
 std::vector<std::uint32_t> gather_files(const parallel::Communicator& comm,
                                         const std::vector<std::uint32_t>& mine) {
@@ -117,7 +137,12 @@ ExecuteOutcome execute_and_finalize(PhaseRunner& phases, const run::RunPlan& pla
     parallel::Outcome outcome = parallel::capture([&] {
         throw_if_interrupted();
         check = prepare_input_check(phases, plan, options);
-        execute_tasks(plan, target, inputs, copy, report, check ? &*check : nullptr);
+        if (options.io == IoBackend::kDirect) {
+            execute_tasks_direct(plan, target, inputs, direct_options(options, copy.on_progress),
+                                 report, check ? &*check : nullptr);
+        } else {
+            execute_tasks(plan, target, inputs, copy, report, check ? &*check : nullptr);
+        }
     });
     if (outcome.kind == parallel::OutcomeKind::kFailed)
         channel.announce_failure();

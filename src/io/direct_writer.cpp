@@ -284,10 +284,9 @@ void DirectWriter::complete(std::size_t block, std::int64_t result) {
 }
 
 void DirectWriter::written(Range& range) {
-    if (error_) {
-        release(range);
-        return;
-    }
+    // Even after an error elsewhere: a range whose every byte is written still gets its size
+    // and its sync, so that settle() can report it (a rank that fails on one file keeps the
+    // files it finished, for --resume).
     try {
         if (range.final_size) {
             range.file.truncate(*range.final_size);
@@ -397,6 +396,19 @@ std::vector<std::uint64_t> DirectWriter::take_durable() {
         handle(*completion);
     }
     throw_if_failed();
+    std::vector<std::uint64_t> durable;
+    durable.swap(durable_);
+    return durable;
+}
+
+std::vector<std::uint64_t> DirectWriter::settle() noexcept {
+    try {
+        while (io_->in_flight() > 0) {
+            reap_one();
+        }
+    } catch (...) {
+        // A broken engine: what it still has is waited for by its destructor.
+    }
     std::vector<std::uint64_t> durable;
     durable.swap(durable_);
     return durable;

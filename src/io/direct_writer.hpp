@@ -128,6 +128,10 @@ class DirectWriter {
     std::vector<std::uint64_t> take_durable();
     // Waits for every range closed so far to be on disk.
     void drain();
+    // After an error (the caller's or the writer's): waits for everything in flight without
+    // throwing, and returns the tags of the ranges on disk not yet taken (complete files a
+    // failed run keeps). The current range, if any, is left unfinished.
+    std::vector<std::uint64_t> settle() noexcept;
     // close_range() + drain().
     void finish();
 

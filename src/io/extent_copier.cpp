@@ -5,6 +5,7 @@
 
 #include "common/crc32.hpp"
 #include "common/errors.hpp"
+#include "io/check_ranges.hpp"
 #include "io/dtype_convert.hpp"
 #include "io/mapped_window.hpp"
 
@@ -298,24 +299,7 @@ void ExtentCopier::copy_slot(OutputStream& out, const SlotCopy& slot, std::uint3
 
 void ExtentCopier::check_chunk(const SlotCopy& slot, std::uint32_t extent, std::uint64_t offset,
                                std::span<const std::byte> chunk, std::size_t& next) {
-    const std::uint64_t end = offset + chunk.size();
-    while (next < slot.check_ranges.size()) {
-        const CrcRange& range = slot.check_ranges[next];
-        if (range.extent != extent || range.offset >= end)
-            return;  // a later chunk's, or a later extent's
-        const std::uint64_t from = std::max(range.offset, offset);
-        const std::uint64_t to = std::min(range.offset + range.length, end);
-        if (range.piece >= piece_crcs_.size())
-            throw_internal_error("check piece " + std::to_string(range.piece) + " out of range");
-        if (to > from) {
-            std::uint32_t& crc = piece_crcs_[range.piece];
-            crc = crc32_update(crc, chunk.subspan(static_cast<std::size_t>(from - offset),
-                                                  static_cast<std::size_t>(to - from)));
-        }
-        if (range.offset + range.length > end)
-            return;  // continues in the next chunk
-        ++next;
-    }
+    fold_check_ranges(slot.check_ranges, piece_crcs_, extent, offset, chunk, next);
 }
 
 std::uint32_t ExtentCopier::checksum(const SourceExtent& range) {

@@ -65,4 +65,18 @@ struct OutputFileLayout {
 std::vector<FixedRegion> crc_tail(const OutputFileLayout& layout,
                                   std::span<const std::uint32_t> slot_crcs);
 
+// Where crc_tail's regions lie, without their bytes, in file order: a data descriptor needs
+// its slot's CRC alone (`slot`), the central directory with the end records every CRC
+// (`slot` -1). What a writer that streams a file in order needs: a descriptor's bytes are known
+// as soon as its slot has been written, the directory at the end.
+struct TailPlacement {
+    std::uint64_t offset = 0;
+    std::uint64_t length = 0;
+    std::int64_t slot = -1;
+};
+std::vector<TailPlacement> crc_tail_placements(const OutputFileLayout& layout);
+// The bytes of one of them; `slot_crcs` needs the CRCs it depends on (the others may be 0).
+std::vector<std::byte> crc_tail_bytes(const OutputFileLayout& layout, const TailPlacement& place,
+                                      std::span<const std::uint32_t> slot_crcs);
+
 }  // namespace z2f::output

@@ -202,4 +202,42 @@ std::vector<FixedRegion> crc_tail(const OutputFileLayout& layout,
     return tail;
 }
 
+std::vector<TailPlacement> crc_tail_placements(const OutputFileLayout& layout) {
+    std::vector<TailPlacement> placements;
+    if (!layout.has_crc_tail())
+        return placements;
+    std::uint64_t cd_offset = 0;
+    for (const ZipEntry& entry : layout.zip_entries) {
+        zip::RecordPlacement placement =
+            zip::place_record(entry.local_header_offset, entry.name, entry.size);
+        if (!entry.crc32 && entry.slot >= 0 && placement.has_descriptor())
+            placements.push_back(
+                {placement.descriptor_offset(), placement.descriptor_size(), entry.slot});
+        cd_offset = placement.end_offset();
+    }
+    placements.push_back({cd_offset, layout.size - cd_offset, -1});
+    return placements;
+}
+
+std::vector<std::byte> crc_tail_bytes(const OutputFileLayout& layout, const TailPlacement& place,
+                                      std::span<const std::uint32_t> slot_crcs) {
+    if (place.slot < 0) {
+        std::vector<FixedRegion> tail = crc_tail(layout, slot_crcs);
+        if (tail.empty() || tail.back().offset != place.offset)
+            throw_internal_error("crc_tail_bytes: no directory at " + std::to_string(place.offset));
+        return std::move(tail.back().bytes);
+    }
+    for (const ZipEntry& entry : layout.zip_entries) {
+        if (entry.slot != place.slot)
+            continue;
+        zip::RecordPlacement placement =
+            zip::place_record(entry.local_header_offset, entry.name, entry.size);
+        ByteWriter descriptor;
+        zip::write_data_descriptor(descriptor, placement,
+                                   slot_crcs[static_cast<std::size_t>(place.slot)]);
+        return descriptor.take();
+    }
+    throw_internal_error("crc_tail_bytes: no zip entry for slot " + std::to_string(place.slot));
+}
+
 }  // namespace z2f::output

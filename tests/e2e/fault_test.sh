@@ -5,22 +5,25 @@
 # the output with exactly the bytes of an uninterrupted run.
 source "$(dirname "$0")/lib.sh"
 
-# Three shards with --max-shard-size 4KB: 7,956, 6,260 and 992 bytes. A 7 KiB file-size limit
-# lets the two small ones complete and makes the big one fail with EFBIG.
 FIXTURE="$Z2F_FIXTURES/z3_ws4_fp32"
-SHARD=(--max-shard-size 4KB)
-limit=7
 
-# Reference output, uninterrupted.
-run_mpi 2 "$FIXTURE" "$WORK/reference" "${SHARD[@]}" -q
-expect_rc 0
-
-for ranks in 1 3; do
-    case_start "disk full (RLIMIT_FSIZE) at $ranks rank(s), then --resume"
-    out="$WORK/full$ranks"
+# A full disk, for both write paths. Buffered (--io pread): three shards with --max-shard-size
+# 4KB, 7,956, 6,260 and 992 bytes; a 7 KiB file-size limit lets the two small ones complete and
+# makes the big one fail with EFBIG. Direct (the default): a file's last block goes out padded
+# to 4 KiB (then the size is cut back), so the limit must sit on a 4 KiB step: with
+# --max-shard-size 10KB the shards are 8,368 and 6,808 bytes, and an 8 KiB limit lets the small
+# one complete and stops the big one.
+disk_full_case() {
+    local io=$1 shard=$2 limit=$3 complete=$4 ranks=$5
+    case_start "disk full (RLIMIT_FSIZE), --io $io, at $ranks rank(s), then --resume"
+    local out="$WORK/full-$io-$ranks" reference="$WORK/reference-$io"
+    if [[ ! -d $reference ]]; then
+        run_mpi 2 "$FIXTURE" "$reference" --max-shard-size "$shard" --io "$io" -q
+        expect_rc 0
+    fi
     # The limit applies to the ranks only: mpiexec itself writes larger session files.
     # shellcheck disable=SC2086
-    "$Z2F_MPIEXEC" -n "$ranks" $Z2F_MPIEXEC_FLAGS bash -c "ulimit -f $limit; exec '$Z2F_BIN' '$FIXTURE' '$out' ${SHARD[*]} --progress never" \
+    "$Z2F_MPIEXEC" -n "$ranks" $Z2F_MPIEXEC_FLAGS bash -c "ulimit -f $limit; exec '$Z2F_BIN' '$FIXTURE' '$out' --max-shard-size $shard --io $io --progress never" \
         >"$WORK/out.txt" 2>"$WORK/err.txt"
     RC=$?
     expect_rc 1
@@ -29,17 +32,22 @@ for ranks in 1 3; do
     expect_no_file "$out/model.safetensors.index.json"
     expect_no_temp_files "$out"
     expect_file "$out/.zero2fp32-run.json"
-    run_mpi "$ranks" "$FIXTURE" "$out" "${SHARD[@]}" --resume
+    run_mpi "$ranks" "$FIXTURE" "$out" --max-shard-size "$shard" --io "$io" --resume
     expect_rc 0
-    # One rank writes the small shards first and fails on the big one: two are complete. At
+    # One rank writes the small shards first and fails on the big one: they are complete. At
     # three ranks the peers' small shards race the failing rank's message, which stops them
     # between buffers; whatever they finished must be kept, but how much is timing.
     if [[ $ranks -eq 1 ]]; then
-        [[ $(grep -c "is complete, skipped" "$WORK/err.txt") -eq 2 ]] || fail "--resume did not skip the two complete shards"
+        [[ $(grep -c "is complete, skipped" "$WORK/err.txt") -eq $complete ]] || fail "--resume did not skip the $complete complete shard(s)"
     fi
-    diff -r "$WORK/reference" "$out" >/dev/null || fail "resumed output differs from an uninterrupted run"
+    diff -r "$reference" "$out" >/dev/null || fail "resumed output differs from an uninterrupted run"
     grep -q '"state": "complete"' "$out/.zero2fp32-run.json" || fail "the run record is not marked complete"
+}
+for ranks in 1 3; do
+    disk_full_case pread 4KB 7 2 "$ranks"
+    disk_full_case direct 10KB 8 1 "$ranks"
 done
+limit=7
 
 case_start "a failure on one rank only stops every rank within seconds"
 out="$WORK/one_rank"

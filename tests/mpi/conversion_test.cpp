@@ -282,33 +282,58 @@ TEST(MpiConversion, HalfPrecisionOutputsRoundTheFp32Masters) {
 }
 
 TEST(MpiConversion, IoBackendsWriteIdenticalBytes) {
+    // Every backend, the direct one reading both ways; sharded (several files, several owners)
+    // and as one file cut into 4 KiB blocks that every rank writes parts of (slots cut between
+    // ranks, a torch zip's tail patched by the lead), in fp32 and bf16 (conversions).
+    struct Contender {
+        const char* name;
+        IoBackend io;
+        ReadMode read = ReadMode::kAuto;
+    };
+    const Contender contenders[] = {{"pread", IoBackend::kPread},
+                                    {"mmap", IoBackend::kMmap},
+                                    {"cfr", IoBackend::kCopyFileRange},
+                                    {"direct_buffered", IoBackend::kDirect, ReadMode::kBuffered},
+                                    {"direct_direct", IoBackend::kDirect, ReadMode::kDirect}};
     for (const char* fixture : {"z2_ws2_frozen_bf16", "z3_ws4_fp32", "z3_ws2_tied_fp32"}) {
         for (OutputFormat format : {OutputFormat::kSafetensors, OutputFormat::kTorch}) {
-            std::string name =
-                std::string(fixture) + (format == OutputFormat::kTorch ? "_torch" : "_st");
-            std::string pread = output_dir("io/pread_" + name);
-            std::string mmap = output_dir("io/mmap_" + name);
-            std::string cfr = output_dir("io/cfr_" + name);
-            auto with = [&](IoBackend io) {
-                return [=](Options& o) {
-                    o.io = io;
-                    o.format = format;
-                    o.max_shard_size = 4'000;  // several files, several owners
-                };
-            };
-            ASSERT_EQ(convert(fixture, pread, with(IoBackend::kPread)), ExitCode::kOk);
-            ASSERT_EQ(convert(fixture, mmap, with(IoBackend::kMmap)), ExitCode::kOk);
-            ASSERT_EQ(convert(fixture, cfr, with(IoBackend::kCopyFileRange)), ExitCode::kOk);
-            if (root()) {
-                EXPECT_EQ(testing::compare_trees(pread, mmap), "");
-                EXPECT_EQ(testing::compare_trees(pread, cfr), "");
+            for (bool one_file : {false, true}) {
+                const DType dtype = one_file ? DType::kBF16 : DType::kF32;
+                std::string name = std::string(fixture) +
+                                   (format == OutputFormat::kTorch ? "_torch" : "_st") +
+                                   (one_file ? "_one_file" : "");
+                std::vector<std::string> outs;
+                for (const Contender& contender : contenders) {
+                    outs.push_back(output_dir("io/" + std::string(contender.name) + "_" + name));
+                    ASSERT_EQ(convert(fixture, outs.back(),
+                                      [&](Options& o) {
+                                          o.io = contender.io;
+                                          o.read_mode = contender.read;
+                                          o.format = format;
+                                          o.dtype = dtype;
+                                          if (one_file) {
+                                              o.max_shard_size.reset();
+                                              o.block_size = 4096;
+                                          } else {
+                                              o.max_shard_size = 4'000;
+                                          }
+                                      }),
+                              ExitCode::kOk)
+                        << contender.name << " " << name;
+                }
+                if (root()) {
+                    for (std::size_t c = 1; c < outs.size(); ++c)
+                        EXPECT_EQ(testing::compare_trees(outs[0], outs[c]), "")
+                            << contenders[c].name << " " << name;
+                }
             }
         }
     }
 }
 
 TEST(MpiConversion, OneFileSharedByAllRanks) {
-    // --max-shard-size none: a single file, cut into tensor ranges that every rank pwrites.
+    // --max-shard-size none: a single file, cut at block multiples into ranges that every rank
+    // writes.
     std::string safetensors_out;
     for (OutputFormat format :
          {OutputFormat::kSafetensors, OutputFormat::kTorch, OutputFormat::kHdf5}) {
@@ -320,6 +345,7 @@ TEST(MpiConversion, OneFileSharedByAllRanks) {
                               o.format = format;
                               o.max_shard_size.reset();
                               o.buffer_size = 64 << 10;
+                              o.block_size = 4096;  // a small fixture: every rank writes
                           }),
                   ExitCode::kOk);
     }

@@ -179,7 +179,8 @@ TEST(MpiUniversal, DeepSpeedsOwnUniversalCheckpointsGiveTheEnginesStateDict) {
 TEST(MpiUniversal, IoBackendsWriteTheSameBytes) {
     for (const char* fixture : {"z2_ws2_frozen_bf16", "z3_ws4_fp32"}) {
         std::map<IoBackend, std::string> outs;
-        for (IoBackend io : {IoBackend::kPread, IoBackend::kMmap, IoBackend::kCopyFileRange}) {
+        for (IoBackend io :
+             {IoBackend::kPread, IoBackend::kMmap, IoBackend::kCopyFileRange, IoBackend::kDirect}) {
             outs[io] = fresh_output_dir(std::string("universal_io/") + fixture + "_" +
                                         std::string(enum_name(io)));
             mpi_test::Outcome outcome =
@@ -195,6 +196,8 @@ TEST(MpiUniversal, IoBackendsWriteTheSameBytes) {
             EXPECT_EQ(
                 testing::compare_trees(outs[IoBackend::kPread], outs[IoBackend::kCopyFileRange]),
                 "");
+            EXPECT_EQ(testing::compare_trees(outs[IoBackend::kPread], outs[IoBackend::kDirect]),
+                      "");
         }
     }
 }

@@ -9,6 +9,7 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <numeric>
 #include <random>
 #include <sched.h>
 #include <string>
@@ -163,6 +164,43 @@ TEST_P(DirectWriterEngines, OneBlockBudgetStillWrites) {
     append_in_pieces(writer, data);
     writer.finish();
     EXPECT_EQ(testing::read_file_bytes(dir.file("out")), data);
+}
+
+TEST_P(DirectWriterEngines, RangeAfterRangeOnOneWriterEachDurableOnce) {
+    // Many files of every size around the block and the alignment, one after another on one
+    // writer, as a rank writes a universal checkpoint's thousands of files: each is reported on
+    // disk once, by its tag, and holds exactly its bytes. A stale longer file is cut to size.
+    testing::TempDir dir;
+    const std::vector<std::size_t> sizes = {0,      1,          4095,       4096,    4097,
+                                            kBlock, kBlock + 1, 3 * kBlock, 1000003, 77};
+    DirectWriterOptions options = small_blocks(GetParam());
+    options.sync_slots = 2;
+    options.max_open_ranges = 3;
+    DirectWriter writer(options);
+    std::vector<std::uint64_t> durable;
+    for (std::size_t i = 0; i < sizes.size(); ++i) {
+        const std::string path = dir.file("f" + std::to_string(i));
+        if (i % 3 == 0) {
+            testing::write_file_bytes(path, random_bytes(sizes[i] + 9000, 99));  // stale, longer
+        }
+        writer.open(path, 0, sizes[i], sizes[i], 100 + i);
+        append_in_pieces(writer, random_bytes(sizes[i], i));
+        writer.close_range();
+        for (std::uint64_t tag : writer.take_durable())
+            durable.push_back(tag);
+    }
+    writer.drain();
+    for (std::uint64_t tag : writer.take_durable())
+        durable.push_back(tag);
+    std::sort(durable.begin(), durable.end());
+    std::vector<std::uint64_t> expected(sizes.size());
+    std::iota(expected.begin(), expected.end(), 100);
+    EXPECT_EQ(durable, expected);
+    for (std::size_t i = 0; i < sizes.size(); ++i) {
+        EXPECT_EQ(testing::read_file_bytes(dir.file("f" + std::to_string(i))),
+                  random_bytes(sizes[i], i))
+            << sizes[i];
+    }
 }
 
 INSTANTIATE_TEST_SUITE_P(, DirectWriterEngines,
@@ -333,6 +371,27 @@ TEST(DirectWriter, ShortWritesAreCompletedAndAWriteOfNothingIsAnError) {
         const std::string message = write_expecting_error(writer, data);
         EXPECT_NE(message.find(std::strerror(EIO)), std::string::npos) << message;
     }
+}
+
+TEST(DirectWriter, AFailedSyncIsAnErrorAndTheRangeIsNotDurable) {
+    testing::TempDir dir;
+    const auto data = random_bytes(2 * kBlock, 47);
+    // Three blocks and two sync slots: requests 0 and 1 write, request 2 is the fdatasync.
+    std::vector<FaultyAsyncIo::Rule> rules = {{2, FaultyAsyncIo::Fault::kFail, EIO, 0}};
+    DirectWriter writer(
+        small_blocks(IoEngine::kThreads),
+        std::make_unique<FaultyAsyncIo>(make_async_io(IoEngine::kThreads, 5), rules));
+    writer.open(dir.file("out"), 0, data.size(), data.size(), 7);
+    writer.append(data);
+    writer.close_range();
+    try {
+        writer.drain();
+        ADD_FAILURE() << "no error";
+    } catch (const Error& error) {
+        EXPECT_NE(std::string(error.what()).find("cannot sync"), std::string::npos) << error.what();
+        EXPECT_NE(std::string(error.what()).find(dir.file("out")), std::string::npos);
+    }
+    EXPECT_THROW(writer.take_durable(), Error);
 }
 
 TEST(DirectWriter, DevFullReportsNoSpace) {

@@ -306,6 +306,25 @@ TEST(TorchBinLayout, EmptyAndZeroDimTensors) {
     std::vector<std::uint32_t> crcs(layout.slots.size(), 0);
     std::vector<output::FixedRegion> tail = output::crc_tail(layout, crcs);
     EXPECT_EQ(tail.size(), 10u - 2u + 1u);  // 8 non-empty storages + the directory
+
+    // The placements a streaming writer uses: the same regions, each from the CRCs it needs.
+    for (std::size_t s = 0; s < crcs.size(); ++s)
+        crcs[s] = 0x1000u + static_cast<std::uint32_t>(s) * 77u;
+    tail = output::crc_tail(layout, crcs);
+    std::vector<output::TailPlacement> placements = output::crc_tail_placements(layout);
+    ASSERT_EQ(placements.size(), tail.size());
+    for (std::size_t i = 0; i < tail.size(); ++i) {
+        EXPECT_EQ(placements[i].offset, tail[i].offset);
+        EXPECT_EQ(placements[i].length, tail[i].bytes.size());
+        EXPECT_EQ(placements[i].slot < 0, i + 1 == tail.size());
+        std::vector<std::uint32_t> needed(crcs.size(), 0);
+        if (placements[i].slot >= 0)
+            needed[static_cast<std::size_t>(placements[i].slot)] =
+                crcs[static_cast<std::size_t>(placements[i].slot)];
+        else
+            needed = crcs;
+        EXPECT_EQ(output::crc_tail_bytes(layout, placements[i], needed), tail[i].bytes) << i;
+    }
 }
 
 TEST(TorchBinLayout, EmptyFileAndManyTensors) {

@@ -1,0 +1,34 @@
+#include "io/check_ranges.hpp"
+
+#include <algorithm>
+#include <string>
+
+#include "common/crc32.hpp"
+#include "common/errors.hpp"
+
+namespace z2f::io {
+
+void fold_check_ranges(std::span<const CrcRange> ranges, std::span<std::uint32_t> piece_crcs,
+                       std::uint32_t extent, std::uint64_t offset, std::span<const std::byte> chunk,
+                       std::size_t& next) {
+    const std::uint64_t end = offset + chunk.size();
+    while (next < ranges.size()) {
+        const CrcRange& range = ranges[next];
+        if (range.extent != extent || range.offset >= end)
+            return;  // a later chunk's, or a later extent's
+        const std::uint64_t from = std::max(range.offset, offset);
+        const std::uint64_t to = std::min(range.offset + range.length, end);
+        if (range.piece >= piece_crcs.size())
+            throw_internal_error("check piece " + std::to_string(range.piece) + " out of range");
+        if (to > from) {
+            std::uint32_t& crc = piece_crcs[range.piece];
+            crc = crc32_update(crc, chunk.subspan(static_cast<std::size_t>(from - offset),
+                                                  static_cast<std::size_t>(to - from)));
+        }
+        if (range.offset + range.length > end)
+            return;  // continues in the next chunk
+        ++next;
+    }
+}
+
+}  // namespace z2f::io

@@ -1,0 +1,21 @@
+// The input CRC check's side of a copy (run/input_check.hpp): the raw bytes a copier reads, as
+// they pass through its buffer, are folded into the CRC-32s of the check pieces they belong to.
+// Shared by both copiers (extent_copier.hpp, direct_copier.hpp).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+
+#include "common/extent.hpp"
+
+namespace z2f::io {
+
+// Folds `chunk`, the input bytes at file offset `offset` of extent `extent` of a copy, into
+// `piece_crcs[range.piece]` for every range of `ranges` (ordered by extent, then offset) it
+// overlaps. `next` is the first range not yet complete; chunks come in read order.
+void fold_check_ranges(std::span<const CrcRange> ranges, std::span<std::uint32_t> piece_crcs,
+                       std::uint32_t extent, std::uint64_t offset, std::span<const std::byte> chunk,
+                       std::size_t& next);
+
+}  // namespace z2f::io
