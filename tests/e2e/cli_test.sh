@@ -10,7 +10,8 @@ expect_stderr "CKPT_DIR and OUT_DIR are required"
 [[ $(grep -c "zero2fp32-mpi:" "$WORK/err.txt") -eq 1 ]] || fail "error printed more than once"
 for bad in "--format torch --safe_serialization" "--dtype fp8" "--buffer-size 1" "--max-shard-size 5GiX" \
            "--max-shard-size 0" "--buffer-size 16M" "--overwrite --resume" "--parity --dtype bf16" "--io aio" \
-           "--hdf5-bf16 float" "--nonsense" "--tag="; do
+           "--hdf5-bf16 float" "--nonsense" "--tag=" "--block-size 1000" "--block-size 2GiB" \
+           "--read-mode cached"; do
     # shellcheck disable=SC2086
     run_single "$Z2F_FIXTURES/z2_ws1_fp32" "$WORK/never" $bad
     expect_rc 2
@@ -299,5 +300,32 @@ for refused in "zero3_with_tp:ZeRO-3 with tensor parallelism" \
     expect_stderr "${refused#*:}"
     expect_no_file "$WORK/refused_$name"
 done
+
+
+case_start "--io direct where O_DIRECT is refused (ramfs) or taken (tmpfs): the bytes of a disk"
+# ramfs refuses O_DIRECT at open: the writer and the reader fall back to buffered I/O. Mounted
+# in a private mount namespace (root only; ramfs reports no free space: --no-space-check). A torch zip (data descriptors, directory) sharded,
+# and one file cut into 4 KiB blocks over three ranks, each compared with ext4's bytes.
+run_single "$Z2F_FIXTURES/z3_ws2_tied_fp32" "$WORK/on_disk" --format torch --max-shard-size 3KB -q
+expect_rc 0
+run_mpi 3 "$Z2F_FIXTURES/z3_ws2_tied_fp32" "$WORK/on_disk_one" --max-shard-size none --block-size 4KiB -q
+expect_rc 0
+if [[ $(id -u) -eq 0 ]] && command -v unshare >/dev/null; then
+    for fs in ramfs tmpfs; do
+        mkdir -p "$WORK/mnt_$fs"
+        # shellcheck disable=SC2086
+        unshare -m bash -c "mount --make-rprivate / && mount -t $fs z2f-$fs '$WORK/mnt_$fs' &&
+            '$Z2F_BIN' '$Z2F_FIXTURES/z3_ws2_tied_fp32' '$WORK/mnt_$fs/out' --format torch --max-shard-size 3KB --read-mode direct --no-space-check -q &&
+            '$Z2F_MPIEXEC' -n 3 $Z2F_MPIEXEC_FLAGS '$Z2F_BIN' '$Z2F_FIXTURES/z3_ws2_tied_fp32' '$WORK/mnt_$fs/one' --max-shard-size none --block-size 4KiB --no-space-check -q &&
+            cp -r '$WORK/mnt_$fs/out' '$WORK/from_$fs' && cp -r '$WORK/mnt_$fs/one' '$WORK/from_${fs}_one'" \
+            >"$WORK/out.txt" 2>"$WORK/err.txt"
+        RC=$?
+        expect_rc 0
+        diff -r "$WORK/on_disk" "$WORK/from_$fs" >/dev/null || fail "$fs output differs from the disk's"
+        diff -r "$WORK/on_disk_one" "$WORK/from_${fs}_one" >/dev/null || fail "$fs shared file differs from the disk's"
+    done
+else
+    echo "note: ramfs/tmpfs case skipped (needs root and unshare)"
+fi
 
 finish
