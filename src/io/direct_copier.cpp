@@ -24,7 +24,11 @@ DirectWriterOptions writer_options(const DirectCopyOptions& options) {
     DirectWriterOptions writer;
     writer.engine = options.write_engine;
     writer.memory_budget = at_least_a_block(options.buffer_size / 2);
-    writer.block_size = std::min(at_least_a_block(options.block_size), writer.memory_budget);
+    // At least two blocks in flight, so the device is never idle while a block is filled: a
+    // plan block larger than that (a 16 MiB Lustre stripe with the default buffer) means
+    // smaller writer blocks, never more memory. The plan's cuts are multiples of any of them.
+    writer.block_size = std::min(at_least_a_block(options.block_size),
+                                 at_least_a_block(writer.memory_budget / 2));
     writer.blocks_in_flight = 4;
     return writer;
 }
