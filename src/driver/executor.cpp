@@ -22,6 +22,7 @@ std::vector<io::SlotCopy> slot_copies(const run::RunPlan& plan, const plan::Writ
         const plan::PlannedTensor& source = plan.source_of(slot.tensor);
         io::SlotCopy copy;
         copy.extents = part.extents;
+        copy.replicas = part.replicas;
         copy.source_dtype = source.source_dtype;
         copy.output_dtype = source.output_dtype;
         copy.offset = part.offset;

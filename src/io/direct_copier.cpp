@@ -7,6 +7,7 @@
 #include "common/errors.hpp"
 #include "io/check_ranges.hpp"
 #include "io/dtype_convert.hpp"
+#include "io/replica_mean.hpp"
 
 namespace z2f::io {
 namespace {
@@ -27,8 +28,8 @@ DirectWriterOptions writer_options(const DirectCopyOptions& options) {
     // At least two blocks in flight, so the device is never idle while a block is filled: a
     // plan block larger than that (a 16 MiB Lustre stripe with the default buffer) means
     // smaller writer blocks, never more memory. The plan's cuts are multiples of any of them.
-    writer.block_size = std::min(at_least_a_block(options.block_size),
-                                 at_least_a_block(writer.memory_budget / 2));
+    writer.block_size =
+        std::min(at_least_a_block(options.block_size), at_least_a_block(writer.memory_budget / 2));
     writer.blocks_in_flight = 4;
     return writer;
 }
@@ -144,6 +145,27 @@ void DirectCopier::copy_slot(const SlotCopy& slot, std::uint32_t& crc) {
     const std::size_t out_item = dtype_size(slot.output_dtype);
     std::uint64_t written = 0;
     std::size_t next_range = 0;
+    if (!slot.replicas.empty()) {
+        // Small tensors (norms, biases): buffered reads through the chunk, means converted
+        // into the staging buffer.
+        const std::size_t room = staging_.size() / std::max(in_item, out_item) * in_item;
+        stream_replica_mean(inputs_, slot.replicas, slot.source_dtype, chunk_.span(),
+                            [&](std::span<const std::byte> mean) {
+                                for (std::size_t at = 0; at < mean.size(); at += room) {
+                                    std::span<const std::byte> part =
+                                        mean.subspan(at, std::min(room, mean.size() - at));
+                                    std::span<std::byte> out =
+                                        staging_.span().first(part.size() / in_item * out_item);
+                                    convert_elements(slot.source_dtype, part, slot.output_dtype,
+                                                     out);
+                                    if (slot.want_crc)
+                                        crc = crc32_update(crc, out);
+                                    writer_.append(out);
+                                    written += out.size();
+                                    progress(out.size());
+                                }
+                            });
+    }
     for (std::uint32_t e = 0; e < slot.extents.size(); ++e) {
         const SourceExtent& extent = slot.extents[e];
         if (extent.length % in_item != 0) {

@@ -19,8 +19,9 @@
 // Memory: within `buffer_size`: half for the writer's blocks (at least two in flight, each at
 // most the plan's block), a quarter for the reader's (direct reads only), an eighth and a
 // sixteenth for the conversion's staging and chunk; each at least one 4 KiB block. With the
-// default 16 MiB: two 4 MiB writer blocks, two 2 MiB reader blocks. Direct reads follow a list of every extent the copies will read,
-// in order, given up front (`reads`): the reader runs ahead along it.
+// default 16 MiB: two 4 MiB writer blocks, two 2 MiB reader blocks. Direct reads follow a list of
+// every extent the copies will read, in order, given up front (`reads`): the reader runs ahead
+// along it.
 //
 // Warm or cold: ReadMode::kAuto samples the page cache over `reads` (mincore, 32 windows) and
 // reads buffered when at least half of it is cached: a copy from memory is 5-8x faster than a

@@ -8,6 +8,7 @@
 #include "io/check_ranges.hpp"
 #include "io/dtype_convert.hpp"
 #include "io/mapped_window.hpp"
+#include "io/replica_mean.hpp"
 
 namespace z2f::io {
 namespace {
@@ -238,6 +239,32 @@ void ExtentCopier::copy_slot(OutputStream& out, const SlotCopy& slot, std::uint3
     const std::size_t out_item = dtype_size(slot.output_dtype);
     std::uint64_t position = slot.offset;
     crc = 0;
+    if (!slot.replicas.empty()) {
+        // Means of at most a quarter of the output share at a time, converted into the output.
+        const std::size_t room = share_ / 4 / std::max(in_item, out_item) * in_item;
+        stream_replica_mean(
+            inputs_, slot.replicas, slot.source_dtype, input_chunk(),
+            [&](std::span<const std::byte> mean) {
+                for (std::size_t at = 0; at < mean.size(); at += room) {
+                    std::span<const std::byte> part =
+                        mean.subspan(at, std::min(room, mean.size() - at));
+                    const std::size_t bytes = part.size() / in_item * out_item;
+                    std::span<std::byte> target = out.space_at(position, bytes).first(bytes);
+                    convert_elements(slot.source_dtype, part, slot.output_dtype, target);
+                    if (slot.want_crc)
+                        crc = crc32_update(crc, target);
+                    out.commit(bytes);
+                    position += bytes;
+                    if (options_.on_progress)
+                        options_.on_progress(bytes);
+                }
+            });
+        if (position != slot.offset + slot.length)
+            throw_internal_error("averaged tensor '" + std::string(slot.name) + "' filled " +
+                                 std::to_string(position - slot.offset) + " of its " +
+                                 std::to_string(slot.length) + " output bytes");
+        return;
+    }
     std::size_t next_range = 0;
     for (std::uint32_t e = 0; e < slot.extents.size(); ++e) {
         const SourceExtent& extent = slot.extents[e];

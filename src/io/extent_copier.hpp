@@ -63,6 +63,9 @@ struct SlotCopy {
     // Input CRC check: ranges of the extents whose raw bytes (as read, before any conversion)
     // go into check pieces, ordered by extent, then offset.
     std::span<const CrcRange> check_ranges;
+    // An averaged tensor: its bytes are the element-wise mean of these streams (source dtype,
+    // replica_mean.hpp), and `extents` is empty; the input check reads replicas on its own.
+    std::span<const std::vector<SourceExtent>> replicas;
 };
 
 class ExtentCopier {

@@ -956,6 +956,8 @@ class ParallelPlanner {
                 check_pieces(entry.pieces, bytes, tensor.name);
                 if (flattenable(entry.pieces)) {
                     tensor.extents = flatten_pieces(entry.pieces, bytes, tensor.name);
+                } else {
+                    tensor.replicas = averaged_replicas(entry.pieces, bytes);
                 }
                 tensor.pieces = std::move(entry.pieces);
             }

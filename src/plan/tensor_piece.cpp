@@ -149,6 +149,22 @@ bool flattenable(const std::vector<TensorPiece>& pieces) {
     });
 }
 
+std::vector<std::vector<SourceExtent>> averaged_replicas(const std::vector<TensorPiece>& pieces,
+                                                         std::uint64_t tensor_bytes) {
+    if (pieces.size() != 1 || pieces[0].combine != PieceCombine::kAverage ||
+        pieces[0].sources.size() < 2)
+        return {};
+    const TensorPiece& piece = pieces[0];
+    const bool contiguous = piece.rows <= 1 || (piece.stride == piece.row_bytes &&
+                                                piece.source_stride == piece.row_bytes);
+    if (piece.offset != 0 || !contiguous || piece.row_bytes * piece.rows != tensor_bytes)
+        return {};
+    std::vector<std::vector<SourceExtent>> replicas;
+    for (const std::vector<SourceExtent>& source : piece.sources)
+        replicas.push_back(slice_stream(source, piece.source_offset, tensor_bytes));
+    return replicas;
+}
+
 std::vector<SourceExtent> flatten_pieces(const std::vector<TensorPiece>& pieces,
                                          std::uint64_t tensor_bytes, const std::string& tensor) {
     if (!flattenable(pieces)) {

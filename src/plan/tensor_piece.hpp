@@ -62,6 +62,12 @@ void check_pieces(const std::vector<TensorPiece>& pieces, std::uint64_t tensor_b
 // whose check is done elsewhere); false when some piece needs kAverage.
 bool flattenable(const std::vector<TensorPiece>& pieces);
 
+// The replicas of a tensor that is the element-wise mean of whole replicas: one kAverage
+// piece covering the tensor from its first byte with contiguous rows; each replica's stream cut
+// to the tensor's bytes. Empty when the pieces are not of that form.
+std::vector<std::vector<SourceExtent>> averaged_replicas(const std::vector<TensorPiece>& pieces,
+                                                         std::uint64_t tensor_bytes);
+
 // The ordered extents whose concatenation is the tensor, for a copy engine that knows only flat
 // extent lists: each piece's rows expanded, sorted by tensor offset, neighbours merged.
 // kCheckEqual pieces contribute their first source (the check itself is not performed);

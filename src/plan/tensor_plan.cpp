@@ -36,12 +36,17 @@ std::vector<SourceExtent> sub_extents(const std::vector<SourceExtent>& extents, 
 
 std::vector<SourceExtent> part_extents(const PlannedTensor& tensor, std::uint64_t skip,
                                        std::uint64_t length) {
+    return part_extents(tensor, tensor.extents, skip, length);
+}
+
+std::vector<SourceExtent> part_extents(const PlannedTensor& tensor,
+                                       const std::vector<SourceExtent>& stream, std::uint64_t skip,
+                                       std::uint64_t length) {
     const std::uint64_t out_item = dtype_size(tensor.output_dtype);
     const std::uint64_t in_item = dtype_size(tensor.source_dtype);
     if (skip % out_item != 0 || length % out_item != 0)
         throw_internal_error("a write task splits an element of '" + tensor.name + "'");
-    return sub_extents(tensor.extents, skip / out_item * in_item,
-                       (skip + length) / out_item * in_item);
+    return sub_extents(stream, skip / out_item * in_item, (skip + length) / out_item * in_item);
 }
 
 }  // namespace z2f::plan

@@ -33,6 +33,10 @@ struct PlannedTensor {
     // it (data-parallel checkpoints, aliases). When set, `extents` are their flattening
     // (flatten_pieces) if they are flattenable, and empty otherwise.
     std::vector<TensorPiece> pieces;
+    // A tensor that is the element-wise mean of whole replicas (--tp-replicated average, or a
+    // checkpoint's parameter_to_average_patterns): each replica's stream, and no `extents`.
+    // The copy engines compute the mean (io/replica_mean.hpp).
+    std::vector<std::vector<SourceExtent>> replicas;
     // How a parallel checkpoint's tensor is made ("cat dim 0 over 2 TP ranks", "replicated,
     // checked", "expert 3 of MoE layer 0", ...), for --dry-run and -d; empty otherwise.
     std::string merge;
@@ -52,6 +56,10 @@ std::vector<SourceExtent> sub_extents(const std::vector<SourceExtent>& extents, 
 // alias): whole output elements, mapped to the same elements of the source. A range that
 // splits an output element is an internal error (plan/ownership.hpp never cuts one).
 std::vector<SourceExtent> part_extents(const PlannedTensor& tensor, std::uint64_t skip,
+                                       std::uint64_t length);
+// The same for one of the tensor's streams (its extents, or one of its replicas).
+std::vector<SourceExtent> part_extents(const PlannedTensor& tensor,
+                                       const std::vector<SourceExtent>& stream, std::uint64_t skip,
                                        std::uint64_t length);
 
 struct TensorPlan {

@@ -147,10 +147,12 @@ InputCheckPlan plan_input_check(const RunPlan& plan) {
                 // Replicas the replica check compares are read too: their records are checked,
                 // their bytes as the checker's extra reads (by the task holding the slot's
                 // first byte, so that they are counted once).
+                // An averaged tensor's replicas are all read by the mean, none by a copy.
                 for (const plan::TensorPiece& piece : source.pieces) {
                     if (piece.combine == plan::PieceCombine::kCopy || part.skip != 0)
                         continue;
-                    for (std::size_t k = 1; k < piece.sources.size(); ++k) {
+                    const std::size_t first = piece.combine == plan::PieceCombine::kAverage ? 0 : 1;
+                    for (std::size_t k = first; k < piece.sources.size(); ++k) {
                         for (const SourceExtent& extent : piece.sources[k])
                             touch(tensor, f, extent, task.rank, nullptr, 0);
                     }

@@ -37,17 +37,16 @@ std::string run_identity(const TensorSource& source, const Options& options) {
     return text.str();
 }
 
-// The copy engine executes flat extents: a tensor whose pieces average replicas has none yet.
+// The copy engines execute flat extents and means of whole replicas; a tensor whose pieces
+// average only some of its bytes (no layout makes one today) has neither.
 void require_executable(const plan::TensorPlan& tensors, const std::string& tag_dir) {
     for (const plan::PlannedTensor& tensor : tensors.tensors) {
-        if (!tensor.pieces.empty() && !plan::flattenable(tensor.pieces)) {
-            throw_unsupported(
-                tag_dir, "parameter '" + tensor.name +
-                             "': its copies on the TP ranks are to be averaged (--tp-replicated "
-                             "average, or the checkpoint's parameter_to_average_patterns), "
-                             "which this version cannot write yet: the copy engine copies "
-                             "bytes and computes no means; use --tp-replicated check or first "
-                             "for replicated parameters");
+        if (!tensor.pieces.empty() && !plan::flattenable(tensor.pieces) &&
+            tensor.replicas.empty()) {
+            throw_unsupported(tag_dir, "parameter '" + tensor.name +
+                                           "': only some of its bytes are averaged over the TP "
+                                           "ranks, which the copy engines cannot write; use "
+                                           "--tp-replicated check or first");
         }
     }
 }
@@ -174,8 +173,13 @@ std::vector<std::uint64_t> RunPlan::bytes_to_read() const {
         if (file.skip)
             continue;
         for (const output::TensorSlot& slot : file.layout.slots) {
-            for (const SourceExtent& extent : source_of(slot.tensor).extents)
+            const plan::PlannedTensor& source = source_of(slot.tensor);
+            for (const SourceExtent& extent : source.extents)
                 reads.at(extent.file) += extent.length;
+            for (const std::vector<SourceExtent>& replica : source.replicas) {
+                for (const SourceExtent& extent : replica)
+                    reads.at(extent.file) += extent.length;
+            }
         }
     }
     return reads;

@@ -33,6 +33,8 @@ struct SlotPart {
     bool whole = false;        // the part is the whole slot
     // The source bytes of exactly this part (the tensor's own extents when whole).
     std::vector<SourceExtent> extents;
+    // An averaged tensor's replicas, cut like `extents` (which is then empty).
+    std::vector<std::vector<SourceExtent>> replicas;
 };
 
 // The parts of the task's slots, in slot order.

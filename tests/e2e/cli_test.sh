@@ -260,9 +260,21 @@ run_mpi 2 "$WORK/corpus/tp_replica_mismatch" "$WORK/mismatch" -q --tp-replicated
 expect_rc 0
 cmp -s "$WORK/tp_own/model.safetensors" "$WORK/mismatch/model.safetensors" ||
     fail "--tp-replicated first did not take TP rank 0's copies"
-run_mpi 2 "$WORK/corpus/tp_replica_mismatch" "$WORK/never" --tp-replicated average
-expect_rc 1
-expect_stderr "use --tp-replicated check or first"
+# average: the mean of the two copies, (r0 + r1) / 2, where they differ (one element, by 0.5)
+# and the copies themselves elsewhere: the files differ from TP rank 0's in one float only.
+run_mpi 2 "$WORK/corpus/tp_replica_mismatch" "$WORK/averaged" -q --tp-replicated average
+expect_rc 0
+differing=$(cmp -l "$WORK/mismatch/model.safetensors" "$WORK/averaged/model.safetensors" | awk '{print $1}')
+[[ -n $differing ]] || fail "--tp-replicated average wrote TP rank 0's copy"
+element=$(( ($(head -1 <<<"$differing") - 1) / 4 * 4 ))
+for byte in $differing; do
+    (( (byte - 1) / 4 * 4 == element )) || fail "--tp-replicated average changed more than one element"
+done
+first_value=$(od -A n -t f4 -j "$element" -N 4 "$WORK/mismatch/model.safetensors")
+mean_value=$(od -A n -t f4 -j "$element" -N 4 "$WORK/averaged/model.safetensors")
+# (od prints 8 significant digits: the difference is 0.25 within them; a copy would give 0 or 0.5)
+awk -v a="$first_value" -v m="$mean_value" 'BEGIN { d = m - a; if (d < 0) d = -d; exit !(d > 0.2499999 && d < 0.2500001) }' ||
+    fail "the averaged element is $mean_value, TP rank 0's $first_value: not their mean"
 run_mpi 1 "$WORK/corpus/tp_replica_mismatch" "$WORK/never" --tp-replicated mean
 expect_rc 2
 expect_stderr "--tp-replicated must be check, first or average"
