@@ -5,6 +5,7 @@
 
 #include "common/errors.hpp"
 #include "common/wire_codec.hpp"
+#include "driver/direct_executor.hpp"
 #include "driver/executor.hpp"
 #include "driver/input_check_phase.hpp"
 #include "io/input_files.hpp"

@@ -12,7 +12,6 @@
 #include <string>
 #include <vector>
 
-#include "io/direct_copier.hpp"
 #include "io/extent_copier.hpp"
 #include "io/input_files.hpp"
 #include "run/input_check.hpp"
@@ -55,13 +54,6 @@ struct InputCheck {
 // and, after the tasks, the extra reads.
 void execute_tasks(const run::RunPlan& plan, const RankTarget& target, io::InputFiles& inputs,
                    const io::CopyOptions& copy, ExecuteReport& report, InputCheck* check);
-
-// The same with the direct-I/O engine (io/direct_copier.hpp): every task's range streamed in
-// aligned blocks with O_DIRECT; a file of one task is renamed once the writer reports it on
-// disk (its fdatasync overlaps the next files' writes).
-void execute_tasks_direct(const run::RunPlan& plan, const RankTarget& target,
-                          io::InputFiles& inputs, const io::DirectCopyOptions& options,
-                          ExecuteReport& report, InputCheck* check);
 
 // Records the CRCs of a task's slot parts (`crcs`, one per part) when its file is a shared
 // torch zip file.

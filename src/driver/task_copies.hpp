@@ -1,0 +1,38 @@
+// What a write task hands to a copy engine (io/extent_copier.hpp, io/direct_copier.hpp): the
+// copies of its slot parts, and the input check's extra reads; shared by both executors
+// (executor.hpp, direct_executor.hpp).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "driver/executor.hpp"
+#include "io/extent_copier.hpp"
+#include "run/run_plan.hpp"
+#include "run/task_parts.hpp"
+
+namespace z2f::driver {
+
+// The copies of a task's slot parts; `parts` owns the extents the copies point into.
+std::vector<io::SlotCopy> slot_copies(const run::RunPlan& plan, const plan::WriteTask& task,
+                                      const std::vector<run::SlotPart>& parts,
+                                      const InputCheck* check);
+
+// OUT_DIR/<file name>: where a complete file goes.
+std::string final_path(const std::string& output_dir, const run::OutputFileRecord& file);
+
+// This rank's check pieces that no copy reads, read with either copier's checksum().
+template <typename Copier>
+void read_extra_pieces(Copier& copier, std::uint32_t rank, InputCheck& check,
+                       const std::vector<InputRecord>& records) {
+    for (std::size_t p = 0; p < check.plan.pieces.size(); ++p) {
+        const run::CheckPiece& piece = check.plan.pieces[p];
+        if (piece.rank == rank && piece.extra_read) {
+            check.piece_crcs[p] =
+                copier.checksum({records.at(piece.record).file, piece.offset, piece.length});
+        }
+    }
+}
+
+}  // namespace z2f::driver
