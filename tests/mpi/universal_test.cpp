@@ -2,7 +2,9 @@
 // as the other conversions: --format universal for every bundled ZeRO-1/2/3 fixture, each tree
 // checked file by file against the checkpoint's own flat tensors, the engine's state dict and,
 // where it exists, DeepSpeed's own ds_to_universal.py output; written beside the original;
-// verified; and read back into safetensors that equal the engine's state dict. Outputs stay
+// verified; and read back into safetensors that equal the engine's state dict. The tensor- and
+// pipeline-parallel fixtures against their ds_to_universal.py outputs, verified; MoE and ZeRO-0
+// refused. Outputs stay
 // under $Z2F_MPI_OUTPUT_DIR, so mpi.identical_across_rank_counts compares them too.
 #include <algorithm>
 #include <filesystem>
@@ -12,6 +14,8 @@
 
 #include "checkpoint/assemble.hpp"
 #include "checkpoint/discovery.hpp"
+#include "checkpoint/file_grid.hpp"
+#include "checkpoint/parallel_assemble.hpp"
 #include "mpi_support.hpp"
 #include "support/expected_state.hpp"
 #include "support/output_reader.hpp"
@@ -321,10 +325,106 @@ TEST(MpiUniversal, BesideTheOriginalNothingElseIsTouched) {
     }
 }
 
-TEST(MpiUniversal, ParallelCheckpointsAreRefused) {
+// The tensor- and pipeline-parallel fixtures against DeepSpeed's own ds_to_universal.py output
+// (ref/universal): the same files, each byte for byte except the vocabulary's tensor files,
+// whose storage holds the real rows only here (their dict, shape, flags and values are equal);
+// the masters equal the live engine's weights (the vocabulary stripped to its real rows).
+void expect_parallel_universal_tree(const std::string& fixture, const std::string& out) {
+    SCOPED_TRACE(fixture);
+    const std::string reference = testing::parallel_universal_reference(fixture);
+    const std::vector<std::string> names = testing::list_tree(reference);
+    EXPECT_EQ(testing::list_tree(out), names);
+    auto engine =
+        testing::read_expected_state_dict(testing::parallel_fixture_dir(fixture) + "/expected.pt");
+    const std::string vocab = "/language_model.embedding.word_embeddings.weight/";
+    for (const std::string& name : names) {
+        SCOPED_TRACE(name);
+        const std::string ours = out + "/" + name;
+        const std::string theirs = reference + "/" + name;
+        const bool tensor_file = name.ends_with("/fp32.pt") || name.ends_with("/exp_avg.pt") ||
+                                 name.ends_with("/exp_avg_sq.pt");
+        if (!tensor_file || name.find(vocab) == std::string::npos) {
+            EXPECT_TRUE(testing::read_file_bytes(ours) == testing::read_file_bytes(theirs))
+                << "differs from ds_to_universal.py's";
+        }
+        if (!tensor_file)
+            continue;
+        const testing::UniversalTensorFile a = testing::read_universal_tensor_file(ours);
+        const testing::UniversalTensorFile b = testing::read_universal_tensor_file(theirs);
+        EXPECT_EQ(a.entries, b.entries);
+        EXPECT_EQ(a.dtype, b.dtype);
+        EXPECT_EQ(a.shape, b.shape);
+        EXPECT_EQ(a.requires_grad, b.requires_grad);
+        EXPECT_TRUE(a.bytes == b.bytes) << "values differ";
+        EXPECT_EQ(a.storage_numel * 4, a.bytes.size());  // no padding stored
+        if (name.ends_with("/fp32.pt")) {
+            const std::string param = fs::path(name).parent_path().filename().string();
+            const testing::ExpectedTensor* truth = testing::find_tensor(engine, param);
+            ASSERT_NE(truth, nullptr) << param;
+            ASSERT_LE(a.bytes.size(), truth->bytes.size());
+            EXPECT_TRUE(std::equal(a.bytes.begin(), a.bytes.end(), truth->bytes.begin()))
+                << "differs from the engine's master";
+            EXPECT_EQ(a.bytes.size() == truth->bytes.size(), name.find(vocab) == std::string::npos);
+        }
+    }
+}
+
+TEST(MpiUniversal, TensorAndPipelineParallelFileByFileAgainstDeepSpeed) {
+    for (const std::string& fixture : testing::parallel_universal_fixtures()) {
+        const std::string ckpt = testing::parallel_fixture_dir(fixture);
+        const std::string out = fresh_output_dir("universal_parallel/" + fixture);
+        mpi_test::Outcome converted = run_conversion(ckpt, out, [](Options& o) {
+            universal(o);
+            o.buffer_size = 4096;  // the merged tensors cross buffer boundaries
+        });
+        ASSERT_FALSE(converted.error) << fixture << ": " << converted.message;
+        mpi_test::Outcome verified = run_conversion(ckpt, out, [](Options& o) { o.verify = true; });
+        ASSERT_FALSE(verified.error) << fixture << ": " << verified.message;
+        EXPECT_TRUE(verified.result.verified);
+        // A universal checkpoint of a parallel run is not read back (docs/universal-checkpoint.md
+        // §10): refused before anything is written.
+        const std::string back = fresh_output_dir("universal_parallel_back/" + fixture);
+        mpi_test::Outcome read_back = run_conversion(out, back);
+        EXPECT_EQ(read_back.error, std::optional<ErrorKind>(ErrorKind::kUnsupported))
+            << fixture << ": " << read_back.message;
+        if (root()) {
+            expect_parallel_universal_tree(fixture, out);
+            EXPECT_TRUE(fs::is_empty(back));
+        }
+    }
+    // A TP-replicated parameter's moments are checked equal over the TP ranks like its
+    // masters: one changed element of TP rank 1's copy is found before anything is written.
+    const std::string fixture = "tp2_dp2_z1_fp32";
+    const std::string ckpt = fresh_output_dir("universal_parallel_replica/ckpt");
+    const std::string out = fresh_output_dir("universal_parallel_replica/out");
+    if (root()) {
+        testing::copy_tree(testing::parallel_fixture_dir(fixture) + "/global_step2",
+                           ckpt + "/global_step2");
+        testing::write_text_file(ckpt + "/latest", "global_step2");
+        const checkpoint::ParallelCheckpointMeta meta = checkpoint::read_parallel_checkpoint_meta(
+            checkpoint::discover_file_grid(ckpt, "global_step2"));
+        const checkpoint::TensorRef& moment =
+            *meta.ranks.at(1).optim.at(0).states.group_states.at(0).exp_avg_sq;
+        // The flat group holds the vocabulary's 26 x 16 slice, then the replicated position
+        // embedding.
+        const std::string path = meta.inputs.at(moment.file);
+        std::vector<std::byte> bytes = testing::read_file_bytes(path);
+        bytes.at(moment.offset + 26 * 16 * 4 + 4 * 5) ^= std::byte{0x40};
+        testing::write_file_bytes(path, bytes);
+    }
+    barrier();
+    mpi_test::Outcome refused = run_conversion(ckpt, out, universal);
+    EXPECT_EQ(refused.error, std::optional<ErrorKind>(ErrorKind::kInput)) << refused.message;
+    EXPECT_NE(refused.message.find("position_embeddings.weight/exp_avg_sq"), std::string::npos)
+        << refused.message;
+    if (root()) {
+        EXPECT_TRUE(fs::is_empty(out));
+    }
+}
+
+TEST(MpiUniversal, MixtureOfExpertsAndZero0AreRefused) {
     const std::string parallel = std::string(Z2F_TEST_DATA) + "/deepspeed-parallel";
-    for (const char* fixture :
-         {"moe_ep2_dp2_z2_fp32", "pp2_dp1_z0_fp32", "pp2_dp2_z1_fp32", "tp2_dp2_z1_fp32"}) {
+    for (const char* fixture : {"moe_ep2_dp2_z2_fp32", "pp2_dp1_z0_fp32"}) {
         const std::string out = fresh_output_dir(std::string("universal_refused/") + fixture);
         mpi_test::Outcome outcome = run_conversion(parallel + "/" + fixture, out, universal);
         EXPECT_EQ(outcome.error, std::optional<ErrorKind>(ErrorKind::kUnsupported))
