@@ -3,8 +3,8 @@
 // checked file by file against the checkpoint's own flat tensors, the engine's state dict and,
 // where it exists, DeepSpeed's own ds_to_universal.py output; written beside the original;
 // verified; and read back into safetensors that equal the engine's state dict. The tensor- and
-// pipeline-parallel fixtures against their ds_to_universal.py outputs, verified; MoE and ZeRO-0
-// refused. Outputs stay
+// pipeline-parallel fixtures against their ds_to_universal.py outputs, verified, read back (ours
+// and DeepSpeed's); MoE and ZeRO-0 refused. Outputs stay
 // under $Z2F_MPI_OUTPUT_DIR, so mpi.identical_across_rank_counts compares them too.
 #include <algorithm>
 #include <filesystem>
@@ -369,6 +369,27 @@ void expect_parallel_universal_tree(const std::string& fixture, const std::strin
     }
 }
 
+// safetensors `out` holds the engine's weights of parallel `fixture`, the vocabulary without its
+// padded rows (as every universal checkpoint keeps it).
+void expect_stripped_engine_weights(const std::string& fixture, const std::string& out) {
+    SCOPED_TRACE(fixture + " -> " + out);
+    auto expected =
+        testing::read_expected_state_dict(testing::parallel_fixture_dir(fixture) + "/expected.pt");
+    auto content = testing::read_safetensors(out + "/model.safetensors");
+    EXPECT_EQ(content.tensors.size(), expected.size());
+    for (const testing::ExpectedTensor& truth : expected) {
+        const testing::ExpectedTensor* tensor = testing::find_tensor(content.tensors, truth.name);
+        ASSERT_NE(tensor, nullptr) << truth.name;
+        std::vector<std::uint64_t> shape = truth.shape;
+        if (truth.name == "language_model.embedding.word_embeddings.weight")
+            shape[0] = 50;  // original_vocab_size
+        EXPECT_EQ(tensor->shape, shape) << truth.name;
+        ASSERT_LE(tensor->bytes.size(), truth.bytes.size()) << truth.name;
+        EXPECT_TRUE(std::equal(tensor->bytes.begin(), tensor->bytes.end(), truth.bytes.begin()))
+            << truth.name;
+    }
+}
+
 TEST(MpiUniversal, TensorAndPipelineParallelFileByFileAgainstDeepSpeed) {
     for (const std::string& fixture : testing::parallel_universal_fixtures()) {
         const std::string ckpt = testing::parallel_fixture_dir(fixture);
@@ -381,15 +402,28 @@ TEST(MpiUniversal, TensorAndPipelineParallelFileByFileAgainstDeepSpeed) {
         mpi_test::Outcome verified = run_conversion(ckpt, out, [](Options& o) { o.verify = true; });
         ASSERT_FALSE(verified.error) << fixture << ": " << verified.message;
         EXPECT_TRUE(verified.result.verified);
-        // A universal checkpoint of a parallel run is not read back (docs/universal-checkpoint.md
-        // §10): refused before anything is written.
+        // Read back, ours and DeepSpeed's own: the engine's weights, the vocabulary stripped.
         const std::string back = fresh_output_dir("universal_parallel_back/" + fixture);
         mpi_test::Outcome read_back = run_conversion(out, back);
-        EXPECT_EQ(read_back.error, std::optional<ErrorKind>(ErrorKind::kUnsupported))
-            << fixture << ": " << read_back.message;
+        ASSERT_FALSE(read_back.error) << fixture << ": " << read_back.message;
+        const std::string theirs =
+            fresh_output_dir("universal_parallel_reference_input/" + fixture);
+        mpi_test::Outcome read_theirs =
+            run_conversion(testing::parallel_universal_reference(fixture), theirs);
+        ASSERT_FALSE(read_theirs.error) << fixture << ": " << read_theirs.message;
         if (root()) {
+            // In the order of the original's own conversion (the engine's module order).
+            std::vector<std::string> order;
+            for (const ConversionPlan::Tensor& tensor : read_back.result.plan.tensors)
+                order.push_back(tensor.name);
+            std::vector<std::string> engine_order;
+            for (const testing::ExpectedTensor& tensor : testing::read_expected_state_dict(
+                     testing::parallel_fixture_dir(fixture) + "/expected.pt"))
+                engine_order.push_back(tensor.name);
+            EXPECT_EQ(order, engine_order);
             expect_parallel_universal_tree(fixture, out);
-            EXPECT_TRUE(fs::is_empty(back));
+            expect_stripped_engine_weights(fixture, back);
+            expect_stripped_engine_weights(fixture, theirs);
         }
     }
     // A TP-replicated parameter's moments are checked equal over the TP ranks like its
