@@ -51,7 +51,7 @@ namespace {
 // assemble_universal_meta takes the merged shape from the parameter's file where it differs.
 ModelStatesInfo merge_model_parallel_ranks(const std::vector<ModelStatesInfo>& models,
                                            const std::vector<std::string>& paths,
-                                           std::vector<std::string>& notes) {
+                                           std::vector<std::string>& warnings) {
     ModelStatesInfo merged = models.front();
     const std::string& first = paths.front();
     if (merged.mp_world_size > 0 &&
@@ -111,10 +111,6 @@ ModelStatesInfo merge_model_parallel_ranks(const std::vector<ModelStatesInfo>& m
     if (pipeline) {
         merged.module_tensors.clear();
         merged.frozen_param_shapes.reset();
-        notes.push_back(
-            "universal checkpoint of a pipeline: buffers and frozen parameters live "
-            "in the layer files, which a universal checkpoint does not hold; only "
-            "the trainable parameters are converted");
         for (const ModelStatesInfo& model : models) {
             if (!model.buffer_names.empty()) {
                 throw_unsupported(first,
@@ -123,6 +119,11 @@ ModelStatesInfo merge_model_parallel_ranks(const std::vector<ModelStatesInfo>& m
                                   "checkpoint does not hold; convert the original checkpoint");
             }
         }
+        warnings.push_back(first +
+                           ": a universal checkpoint of a pipeline: frozen parameters live in the "
+                           "layer files, which a universal checkpoint does not hold; only the "
+                           "trainable parameters are converted (convert the original checkpoint "
+                           "for the others)");
     }
     return merged;
 }
@@ -170,7 +171,7 @@ CheckpointMeta assemble_universal_meta(const CheckpointFiles& files, std::vector
     const bool model_parallel = !ranks.empty();
     if (model_parallel) {
         ranks.insert(ranks.begin(), meta.model);
-        meta.model = merge_model_parallel_ranks(ranks, files.model_files, meta.notes);
+        meta.model = merge_model_parallel_ranks(ranks, files.model_files, meta.warnings);
     }
     const ModelStatesInfo& model = meta.model;
     if (model.module_is_none || model.tp_degree > 1 || model.pp_degree > 1 ||

@@ -1,13 +1,12 @@
 #include "plan/universal_plan.hpp"
 
+#include <algorithm>
 #include <unordered_map>
 
 #include "checkpoint/parallel_assemble.hpp"
 #include "checkpoint/pickled_value.hpp"
-#include "common/checked_math.hpp"
 #include "common/errors.hpp"
 #include "plan/consolidation.hpp"
-#include "plan/tp_merge.hpp"
 
 namespace z2f::plan {
 namespace {
@@ -155,9 +154,8 @@ std::vector<ParamDictEntry> dict_entries(const checkpoint::ParallelCheckpointMet
         entries.push_back({"vocab_tensor", 1, true});
     }
     if (meta.tp_degree == 1 || rule.merge == TpMerge::kReplicated ||
-        rule.merge == TpMerge::kAverage || rule.vocabulary) {
-        // One slice; a copy the loader takes whole (its shape is the local one); or a vocabulary
-        // the loader pads again to its own TP degree.
+        rule.merge == TpMerge::kAverage) {
+        // One slice, or a copy the loader takes whole (its shape is the local one).
         return entries;
     }
     const std::vector<std::vector<std::uint64_t>> locals = local_shapes(meta, stage, name);
@@ -174,7 +172,12 @@ std::vector<ParamDictEntry> dict_entries(const checkpoint::ParallelCheckpointMet
     // the loader cuts: the sub-parameters by torch.chunk(parts), then each by chunk(TP).
     std::vector<std::vector<std::uint64_t>> held;
     std::vector<std::vector<std::uint64_t>> cut;
-    if (parts == 0) {
+    if (parts == 0 && rule.vocabulary) {
+        // The loader pads the stripped rows again to its own rows times TP, then chunks: every
+        // rank must have held as many rows as the first.
+        held = {saved};
+        cut = {std::vector<std::uint64_t>(meta.tp_degree, saved.front())};
+    } else if (parts == 0) {
         held = {saved};
         cut = {chunk_sizes(full, meta.tp_degree)};
     } else {

@@ -72,7 +72,9 @@ TensorSource data_parallel_source(const checkpoint::CheckpointMeta& meta, const 
         plan::ConsolidationPlan consolidation =
             plan::plan_consolidation(meta, consolidation_options(options));
         source.tensors = std::move(consolidation.plan);
-        source.warnings = std::move(consolidation.warnings);
+        source.warnings = meta.warnings;
+        source.warnings.insert(source.warnings.end(), consolidation.warnings.begin(),
+                               consolidation.warnings.end());
         source.notes.insert(source.notes.end(), consolidation.notes.begin(),
                             consolidation.notes.end());
     } else {
