@@ -229,9 +229,11 @@ TEST(ParallelUniversal, RunPlanAtSeveralRankCounts) {
     }
 }
 
-// A two-stage pipeline whose embedding is tied to the last stage, built by hand: the tied
-// weight is one folder, from stage 0 (stage 1's copies checked equal to it), with stage 0's step.
-TEST(ParallelUniversal, TiedPipelineWeightOnceFromItsFirstStage) {
+// A two-stage pipeline whose embedding is tied to the last stage, built by hand: stage 0 holds
+// [tied (8), 1.weight (3)], stage 1 [2.weight (5), tied (8)], one DP rank each, masters at byte
+// 64 of their optimizer file, exp_avg at 1024, exp_avg_sq at 2048. With BF16_Optimizer every
+// flat tensor keeps one element of alignment padding at its end.
+checkpoint::ParallelCheckpointMeta tied_pipeline_meta(bool bf16) {
     using checkpoint::TensorRef;
     auto f32 = [](std::uint32_t file, std::uint64_t numel, std::uint64_t offset) {
         TensorRef ref;
@@ -251,8 +253,9 @@ TEST(ParallelUniversal, TiedPipelineWeightOnceFromItsFirstStage) {
     meta.grid.tp_degree = 1;
     meta.grid.pp_degree = 2;
     meta.grid.model_files = {"/t/mp_rank_00_model_states.pt", "/t/mp_rank_01_model_states.pt"};
-    meta.grid.optim_files = {{"/t/zero_pp_rank_0_mp_rank_00_optim_states.pt"},
-                             {"/t/zero_pp_rank_0_mp_rank_01_optim_states.pt"}};
+    const std::string prefix = bf16 ? "/t/bf16_" : "/t/";
+    meta.grid.optim_files = {{prefix + "zero_pp_rank_0_mp_rank_00_optim_states.pt"},
+                             {prefix + "zero_pp_rank_0_mp_rank_01_optim_states.pt"}};
     meta.inputs = {meta.grid.model_files[0], meta.grid.model_files[1], meta.grid.optim_files[0][0],
                    meta.grid.optim_files[1][0]};
     meta.input_sizes = {1000, 1000, 4000, 4000};
@@ -260,6 +263,7 @@ TEST(ParallelUniversal, TiedPipelineWeightOnceFromItsFirstStage) {
         {{{"tied_modules.embed.weight", {4, 2}}, {"1.weight", {3}}}},
         {{{"2.weight", {5}}, {"tied_modules.embed.weight", {4, 2}}}}};
     for (std::uint32_t s = 0; s < 2; ++s) {
+        const std::uint64_t numel = (s == 0 ? 11u : 13u) + (bf16 ? 1u : 0u);
         checkpoint::ModelParallelRank rank;
         rank.stage = s;
         rank.model_input = s;
@@ -269,12 +273,14 @@ TEST(ParallelUniversal, TiedPipelineWeightOnceFromItsFirstStage) {
         rank.model.states.param_shapes = shapes[s];
         rank.model.states.mp_world_size = 2;
         checkpoint::ParallelOptimFile optim;
-        optim.states.zero_stage = 1;
+        optim.states.layout =
+            bf16 ? checkpoint::MasterLayout::kPaddedGroups : checkpoint::MasterLayout::kFlatGroups;
+        optim.states.zero_stage = bf16 ? -1 : 1;
         optim.states.partition_count = {1};
-        optim.states.master = {f32(2 + s, s == 0 ? 11 : 13, 64)};
+        optim.states.master = {f32(2 + s, numel, 64)};
         checkpoint::OptimizerGroupState state;
-        state.exp_avg = f32(2 + s, s == 0 ? 11 : 13, 1024);
-        state.exp_avg_sq = f32(2 + s, s == 0 ? 11 : 13, 2048);
+        state.exp_avg = f32(2 + s, numel, 1024);
+        state.exp_avg_sq = f32(2 + s, numel, 2048);
         state.step =
             checkpoint::OptimizerStep{checkpoint::OptimizerStep::Form::kInt, DType::kF32, {}, 7};
         optim.states.group_states = {state};
@@ -289,36 +295,49 @@ TEST(ParallelUniversal, TiedPipelineWeightOnceFromItsFirstStage) {
         rank.optim_inputs = {2 + s};
         meta.ranks.push_back(rank);
     }
+    return meta;
+}
 
-    const UniversalPlan plan = plan_parallel_universal(meta, {});
-    ASSERT_EQ(plan.params.size(), 3u);
-    EXPECT_EQ(plan.params[0].name, "tied_modules.embed.weight");
-    EXPECT_EQ(plan.params[1].name, "1.weight");
-    EXPECT_EQ(plan.params[2].name, "2.weight");
-    EXPECT_EQ(plan.params[2].group, 0u);
-    const std::uint64_t stream_offsets[3] = {64, 1024, 2048};
-    for (std::size_t s = 0; s < 3; ++s) {
-        const PlannedTensor& tied = plan.plan.tensors[plan.params[0].tensors[s]];
-        EXPECT_EQ(tied.shape, (std::vector<std::uint64_t>{4, 2}));
-        ASSERT_EQ(tied.pieces.size(), 1u);
-        // Written from stage 0's file, stage 1's copy (after its 2.weight) checked against it.
-        EXPECT_EQ(tied.pieces[0].combine, PieceCombine::kCheckEqual);
-        ASSERT_EQ(tied.pieces[0].sources.size(), 2u);
-        EXPECT_EQ(tied.pieces[0].sources[0].front().file, 2u);
-        EXPECT_EQ(tied.pieces[0].sources[0].front().offset, stream_offsets[s]);
-        EXPECT_EQ(tied.pieces[0].sources[1].front().file, 3u);
-        EXPECT_EQ(tied.pieces[0].sources[1].front().offset, stream_offsets[s] + 5 * 4);
-        EXPECT_EQ(tied.extents, (std::vector<SourceExtent>{{2, stream_offsets[s], 32}}));
+// The tied weight is one folder, from stage 0 (stage 1's copies checked equal to it), with stage
+// 0's step; the same with BF16_Optimizer's padded partitions.
+TEST(ParallelUniversal, TiedPipelineWeightOnceFromItsFirstStage) {
+    for (bool bf16 : {false, true}) {
+        SCOPED_TRACE(bf16 ? "BF16_Optimizer" : "ZeRO-1");
+        checkpoint::ParallelCheckpointMeta meta = tied_pipeline_meta(bf16);
+        const UniversalPlan plan = plan_parallel_universal(meta, {});
+        ASSERT_EQ(plan.params.size(), 3u);
+        EXPECT_EQ(plan.params[0].name, "tied_modules.embed.weight");
+        EXPECT_EQ(plan.params[1].name, "1.weight");
+        EXPECT_EQ(plan.params[2].name, "2.weight");
+        EXPECT_EQ(plan.params[2].group, 0u);
+        const std::uint64_t stream_offsets[3] = {64, 1024, 2048};
+        for (std::size_t s = 0; s < 3; ++s) {
+            const PlannedTensor& tied = plan.plan.tensors[plan.params[0].tensors[s]];
+            EXPECT_EQ(tied.shape, (std::vector<std::uint64_t>{4, 2}));
+            ASSERT_EQ(tied.pieces.size(), 1u);
+            // Written from stage 0's file, stage 1's copy (after its 2.weight) checked against it.
+            EXPECT_EQ(tied.pieces[0].combine, PieceCombine::kCheckEqual);
+            ASSERT_EQ(tied.pieces[0].sources.size(), 2u);
+            EXPECT_EQ(tied.pieces[0].sources[0].front().file, 2u);
+            EXPECT_EQ(tied.pieces[0].sources[0].front().offset, stream_offsets[s]);
+            EXPECT_EQ(tied.pieces[0].sources[1].front().file, 3u);
+            EXPECT_EQ(tied.pieces[0].sources[1].front().offset, stream_offsets[s] + 5 * 4);
+            EXPECT_EQ(tied.extents, (std::vector<SourceExtent>{{2, stream_offsets[s], 32}}));
+            EXPECT_EQ(plan.plan.tensors[plan.params[1].tensors[s]].extents,
+                      (std::vector<SourceExtent>{{2, stream_offsets[s] + 32, 12}}));
+            EXPECT_EQ(plan.plan.tensors[plan.params[2].tensors[s]].extents,
+                      (std::vector<SourceExtent>{{3, stream_offsets[s], 20}}));
+        }
+        ASSERT_TRUE(plan.params[0].step.has_value());
+        EXPECT_EQ(plan.params[0].step->bits, 7u);
+
+        // A tied copy whose stage has another step cannot be written under one step.pt.
+        meta.ranks[1].optim[0].states.group_states[0].step->bits = 8;
+        auto [kind, message] = refusal(meta);
+        EXPECT_EQ(kind, ErrorKind::kInput);
+        EXPECT_NE(message.find("tied parameter 'tied_modules.embed.weight'"), std::string::npos)
+            << message;
     }
-    ASSERT_TRUE(plan.params[0].step.has_value());
-    EXPECT_EQ(plan.params[0].step->bits, 7u);
-
-    // A tied copy whose stage has another step cannot be written under one step.pt.
-    meta.ranks[1].optim[0].states.group_states[0].step->bits = 8;
-    auto [kind, message] = refusal(meta);
-    EXPECT_EQ(kind, ErrorKind::kInput);
-    EXPECT_NE(message.find("tied parameter 'tied_modules.embed.weight'"), std::string::npos)
-        << message;
 }
 
 TEST(ParallelUniversal, RefusalsSayWhy) {
