@@ -256,6 +256,16 @@ std::vector<std::byte> universal_optimizer_state_file(const checkpoint::Checkpoi
         pickle::write_setitems(writer, state.entries.size() + extra, [&](std::size_t i) {
             if (i < state.entries.size()) {
                 values.write(state.entries[i].key_node);
+                const PickledNode& value = state.graph.at(state.entries[i].value_node);
+                if (!stage3 && state.entries[i].key == "group_paddings" &&
+                    value.kind == PickledNode::Kind::kList) {
+                    // A universal checkpoint holds no padded flat groups: zeros, one per group,
+                    // as ds_to_universal.py writes them (rank 0 pads when it is the last rank).
+                    writer.empty_list();
+                    pickle::write_appends(writer, value.children.size(),
+                                          [&](std::size_t) { writer.integer(0); });
+                    return;
+                }
                 values.write(state.entries[i].value_node);
                 return;
             }

@@ -39,7 +39,7 @@
 // float32, requires_grad=False) with its storage record, or a pickled int / float.
 //
 // optimizer_state.pt: a dict of the kept optimizer_state_dict entries, in file order (the
-// loss scaler re-emitted as the object it was, §4), then
+// loss scaler re-emitted as the object it was, §4; at ZeRO-1/2 group_paddings as zeros), then
 //   ZeRO-1/2  'param_groups': the torch optimizer's param_groups
 //   ZeRO-3    'optimizer_state_dict': {'state': {j: {'step': step_j}}, 'param_groups': [...]},
 //             'param_groups': the same list again (a memo reference)
