@@ -41,6 +41,7 @@ FileMeta read_file_meta(const InputFileSpec& input, std::uint32_t index) {
     meta.size = file.archive().file_size();
     switch (input.kind) {
         case InputKind::kFirstModel:
+        case InputKind::kModelParallelRank:
             meta.info = read_model_states(file, index, ModelFileScope::kFull);
             break;
         case InputKind::kOtherModel:

@@ -22,6 +22,9 @@ enum class InputKind : std::uint8_t {
     kOtherModel,
     kOptim,
     kUniversalParam,  // zero/<param>/fp32.pt of a universal checkpoint (universal_assemble.hpp)
+    // mp_rank_MM_model_states.pt (MM > 00) of a universal checkpoint of a tensor- or
+    // pipeline-parallel run: read whole, like the first (universal_assemble.hpp).
+    kModelParallelRank,
 };
 
 struct InputFileSpec {

@@ -162,6 +162,7 @@ struct CheckpointMeta {
     std::vector<std::vector<NamedTensor>> frozen_fragments_by_rank;
     std::vector<OptimStatesInfo> optim;  // rank order
     std::vector<std::string> notes;      // informational findings (printed with -v)
+    std::vector<std::string> warnings;   // what the user must know (printed always)
 };
 
 }  // namespace z2f::checkpoint

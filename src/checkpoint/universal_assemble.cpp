@@ -13,8 +13,10 @@ namespace z2f::checkpoint {
 std::vector<InputFileSpec> universal_inputs(const CheckpointFiles& files) {
     std::vector<InputFileSpec> inputs;
     for (std::size_t i = 0; i < files.model_files.size(); ++i) {
-        inputs.push_back(
-            {files.model_files[i], i == 0 ? InputKind::kFirstModel : InputKind::kOtherModel});
+        inputs.push_back({files.model_files[i], i == 0 ? InputKind::kFirstModel
+                                                : files.per_rank_model_files
+                                                    ? InputKind::kOtherModel
+                                                    : InputKind::kModelParallelRank});
     }
     for (const std::string& param : files.universal_params) {
         inputs.push_back({universal_fp32_path(files, param), InputKind::kUniversalParam});
@@ -40,6 +42,94 @@ OptimStatesInfo read_universal_param(const container::TorchFile& file, std::uint
     return info;
 }
 
+namespace {
+
+// The model of a universal checkpoint of a tensor- or pipeline-parallel run, from its
+// mp_rank_MM files (mp order; docs/universal-checkpoint.md §10): the first file's facts, with
+// param_shapes holding every file's groups in turn, each name once (the TP ranks list the same
+// names; a tied pipeline weight is in every stage that uses it). Shapes stay the local ones;
+// assemble_universal_meta takes the merged shape from the parameter's file where it differs.
+ModelStatesInfo merge_model_parallel_ranks(const std::vector<ModelStatesInfo>& models,
+                                           const std::vector<std::string>& paths,
+                                           std::vector<std::string>& warnings) {
+    ModelStatesInfo merged = models.front();
+    const std::string& first = paths.front();
+    if (merged.mp_world_size > 0 &&
+        static_cast<std::uint64_t>(merged.mp_world_size) != models.size()) {
+        throw_input_error(first, "mp_world_size is " + std::to_string(merged.mp_world_size) +
+                                     " but the universal folder holds " +
+                                     std::to_string(models.size()) +
+                                     " mp_rank_MM_model_states.pt files");
+    }
+    bool pipeline = false;
+    bool split = false;  // some rank holds its own slices of the module (TP)
+    for (std::size_t i = 0; i < models.size(); ++i) {
+        const ModelStatesInfo& model = models[i];
+        pipeline = pipeline || model.module_is_none;
+        split = split || (i > 0 && !model.module_is_none);
+        if (!model.param_shapes) {
+            throw_input_error(paths[i],
+                              "has no param_shapes: the parameters of the universal checkpoint "
+                              "cannot be named and shaped");
+        }
+    }
+    std::vector<std::vector<NamedShape>> groups;
+    std::unordered_map<std::string, bool> seen;
+    for (const ModelStatesInfo& model : models) {
+        for (const auto& group : *model.param_shapes) {
+            std::vector<NamedShape> fresh;
+            for (const NamedShape& shape : group) {
+                if (seen.emplace(shape.name, true).second)
+                    fresh.push_back(shape);
+            }
+            if (!fresh.empty())
+                groups.push_back(std::move(fresh));
+        }
+    }
+    merged.param_shapes = std::move(groups);
+    merged.module_is_none = false;
+    merged.tp_degree = -1;
+    merged.pp_degree = -1;
+    merged.mp_world_size = -1;
+    if (split) {
+        // The module holds TP rank 0's slices: a frozen parameter among them would need the TP
+        // merge rules, which a universal checkpoint does not keep.
+        std::unordered_map<std::string, bool> known = seen;
+        for (const std::string& buffer : merged.buffer_names)
+            known.emplace(buffer, true);
+        const bool frozen =
+            (merged.frozen_param_shapes && !merged.frozen_param_shapes->empty()) ||
+            std::any_of(merged.module_tensors.begin(), merged.module_tensors.end(),
+                        [&](const NamedTensor& entry) { return known.count(entry.name) == 0; });
+        if (frozen) {
+            throw_unsupported(first,
+                              "a universal checkpoint of a tensor-parallel run with frozen "
+                              "parameters: their TP slices are in the model files only, and "
+                              "the merge rules are not kept; convert the original checkpoint");
+        }
+    }
+    if (pipeline) {
+        merged.module_tensors.clear();
+        merged.frozen_param_shapes.reset();
+        for (const ModelStatesInfo& model : models) {
+            if (!model.buffer_names.empty()) {
+                throw_unsupported(first,
+                                  "a universal checkpoint of a pipeline whose layers have "
+                                  "buffers: they live in the layer files, which a universal "
+                                  "checkpoint does not hold; convert the original checkpoint");
+            }
+        }
+        warnings.push_back(first +
+                           ": a universal checkpoint of a pipeline: frozen parameters live in the "
+                           "layer files, which a universal checkpoint does not hold; only the "
+                           "trainable parameters are converted (convert the original checkpoint "
+                           "for the others)");
+    }
+    return merged;
+}
+
+}  // namespace
+
 CheckpointMeta assemble_universal_meta(const CheckpointFiles& files, std::vector<FileMeta> metas) {
     std::vector<InputFileSpec> inputs = universal_inputs(files);
     if (metas.size() != inputs.size()) {
@@ -50,6 +140,7 @@ CheckpointMeta assemble_universal_meta(const CheckpointFiles& files, std::vector
     meta.files = files;
     // Parameter folder -> its fp32 master.
     std::unordered_map<std::string, TensorRef> by_name;
+    std::vector<ModelStatesInfo> ranks;  // the mp_rank files of a model-parallel run
     for (std::size_t i = 0; i < inputs.size(); ++i) {
         meta.inputs.push_back(inputs[i].path);
         meta.input_sizes.push_back(metas[i].size);
@@ -61,6 +152,8 @@ CheckpointMeta assemble_universal_meta(const CheckpointFiles& files, std::vector
         if (inputs[i].kind == InputKind::kFirstModel) {
             meta.model = std::get<ModelStatesInfo>(std::move(metas[i].info));
             meta.frozen_fragments_by_rank.push_back(meta.model.frozen_param_fragments);
+        } else if (inputs[i].kind == InputKind::kModelParallelRank) {
+            ranks.push_back(std::get<ModelStatesInfo>(std::move(metas[i].info)));
         } else if (inputs[i].kind == InputKind::kOtherModel) {
             meta.frozen_fragments_by_rank.push_back(
                 std::get<ModelStatesInfo>(std::move(metas[i].info)).frozen_param_fragments);
@@ -75,12 +168,17 @@ CheckpointMeta assemble_universal_meta(const CheckpointFiles& files, std::vector
     }
 
     const std::string& model_path = files.model_files.front();
+    const bool model_parallel = !ranks.empty();
+    if (model_parallel) {
+        ranks.insert(ranks.begin(), meta.model);
+        meta.model = merge_model_parallel_ranks(ranks, files.model_files, meta.warnings);
+    }
     const ModelStatesInfo& model = meta.model;
     if (model.module_is_none || model.tp_degree > 1 || model.pp_degree > 1 ||
         model.mp_world_size > 1) {
         throw_unsupported(model_path,
-                          "universal checkpoint of a tensor- or pipeline-parallel run: only "
-                          "data-parallel ones are converted");
+                          "universal checkpoint of a tensor- or pipeline-parallel run whose "
+                          "other mp_rank_MM_model_states.pt files are missing");
     }
     if (!model.param_shapes) {
         throw_input_error(model_path,
@@ -91,6 +189,7 @@ CheckpointMeta assemble_universal_meta(const CheckpointFiles& files, std::vector
     OptimStatesInfo whole;
     whole.layout = MasterLayout::kWholeParams;
     std::size_t used = 0;
+    std::vector<NamedShape> merged_shapes;  // parameters whose file holds their merged shape
     for (const auto& group : *model.param_shapes) {
         for (const NamedShape& shape : group) {
             auto it = by_name.find(shape.name);
@@ -101,6 +200,15 @@ CheckpointMeta assemble_universal_meta(const CheckpointFiles& files, std::vector
                                             "universal checkpoint");
             }
             const std::uint64_t numel = checked_numel(shape.shape).value_or(0);
+            if (model_parallel && it->second.numel != numel &&
+                it->second.shape.size() == shape.shape.size()) {
+                // Merged over the TP ranks (and a vocabulary stripped of its padding):
+                // param_shapes has the local shape, the file the whole one.
+                whole.master.push_back(it->second);
+                merged_shapes.push_back({shape.name, it->second.shape});
+                ++used;
+                continue;
+            }
             if (it->second.numel != numel) {
                 throw_input_error(path, "holds " + std::to_string(it->second.numel) +
                                             " elements, but parameter '" + shape.name + "' has " +
@@ -110,6 +218,20 @@ CheckpointMeta assemble_universal_meta(const CheckpointFiles& files, std::vector
             whole.master.push_back(it->second);
             ++used;
         }
+    }
+    if (!merged_shapes.empty()) {
+        std::unordered_map<std::string, std::vector<std::uint64_t>> merged;
+        for (NamedShape& shape : merged_shapes)
+            merged.emplace(shape.name, std::move(shape.shape));
+        for (auto& group : *meta.model.param_shapes) {
+            for (NamedShape& shape : group) {
+                auto it = merged.find(shape.name);
+                if (it != merged.end())
+                    shape.shape = it->second;
+            }
+        }
+        meta.notes.push_back(std::to_string(merged.size()) +
+                             " parameter(s) merged over the TP ranks: shapes from their files");
     }
     if (used != by_name.size()) {
         meta.notes.push_back(std::to_string(by_name.size() - used) + " parameter folder(s) under " +

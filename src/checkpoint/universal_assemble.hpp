@@ -8,6 +8,14 @@
 // is the parameter's (full shape, (1,) for a 0-dim parameter, flat 1-D): the shape comes from
 // param_shapes in the model file.
 //
+// A universal checkpoint of a tensor- or pipeline-parallel run holds mp_rank_00 .. mp_rank_NN
+// (inputs kModelParallelRank after the first, read whole). Their param_shapes are joined, file
+// after file, each name once; a parameter merged over the TP ranks has its local shape there and
+// its whole shape (the vocabulary stripped) in its file, which then gives the shape. Buffers come
+// from mp_rank_00's module (TP: replicated). Refused: frozen parameters of a TP run (their slices
+// would need the merge rules), buffers of a pipeline (in its layer files, which a universal
+// checkpoint does not hold); a pipeline's frozen parameters are not exported (a note says so).
+//
 // The assembled CheckpointMeta has layout kWholeParams and one OptimStatesInfo whose `master`
 // holds every parameter's T in param_shapes order; world_size is the number of per-rank model
 // files at ZeRO-3 (their frozen fragments are split over that many ranks), else the recorded

@@ -28,7 +28,7 @@ std::string universal_fp32_path(const CheckpointFiles& files, const std::string&
 void list_universal_tag(CheckpointFiles& files) {
     files.universal = true;
     std::map<std::uint64_t, std::string> by_rank;
-    std::vector<std::string> shared;
+    std::map<std::uint64_t, std::string> by_mp_rank;
     for (const std::string& name : io::list_directory(files.tag_dir)) {
         const std::string path = files.tag_dir + "/" + name;
         CheckpointFileName parsed = parse_checkpoint_file_name(name);
@@ -40,47 +40,49 @@ void list_universal_tag(CheckpointFiles& files) {
                 continue;
             default:
                 throw_unsupported(path,
-                                  "a universal checkpoint of a tensor-, pipeline- or "
-                                  "expert-parallel run: only data-parallel ones are converted");
+                                  "a universal checkpoint holds model-states copies and zero/ "
+                                  "only; pipeline layer and expert files are not part of one");
         }
         if (!io::is_regular_file(path)) {
             throw_input_error(path, io::why_not_regular_file(path));
         }
+        if (parsed.role == CheckpointFileRole::kModelStates) {
+            by_mp_rank.emplace(parsed.mp_rank, path);
+            continue;
+        }
         if (parsed.mp_rank != 0) {
             throw_unsupported(path, "model-parallel rank " + std::to_string(parsed.mp_rank) +
-                                        ": universal checkpoints of tensor-parallel runs are not "
-                                        "supported");
+                                        " of a ZeRO-3 universal checkpoint: ZeRO-3 with tensor "
+                                        "parallelism is not supported");
         }
-        if (parsed.role == CheckpointFileRole::kModelStates) {
-            shared.push_back(path);
-        } else if (!by_rank.emplace(parsed.dp_rank, path).second) {
+        if (!by_rank.emplace(parsed.dp_rank, path).second) {
             throw_input_error(
                 path, "second model-states file for rank " + std::to_string(parsed.dp_rank));
         }
     }
-    if (!shared.empty() && !by_rank.empty()) {
+    if (!by_mp_rank.empty() && !by_rank.empty()) {
         throw_input_error(files.tag_dir,
-                          "holds both mp_rank_00_model_states.pt and "
+                          "holds both mp_rank_MM_model_states.pt and "
                           "zero_pp_rank_*_model_states.pt: files from two different runs?");
     }
-    if (shared.empty() && by_rank.empty()) {
+    if (by_mp_rank.empty() && by_rank.empty()) {
         throw_input_error(files.tag_dir,
                           "universal checkpoint without a *_model_states.pt file: parameter "
                           "names and shapes live there (ds_to_universal.py copies them)");
     }
-    if (!by_rank.empty()) {
-        std::uint64_t expected = 0;
-        for (const auto& [rank, path] : by_rank) {
-            if (rank != expected++) {
-                throw_input_error(files.tag_dir, "model-states file of rank " +
-                                                     std::to_string(expected - 1) + " is missing");
-            }
-            files.model_files.push_back(path);
+    // ZeRO-3: one file per data-parallel rank; otherwise one per model-parallel rank (a TP rank
+    // or pipeline stage; one file for a data-parallel run).
+    const bool stage3 = !by_rank.empty();
+    std::uint64_t expected = 0;
+    for (const auto& [rank, path] : stage3 ? by_rank : by_mp_rank) {
+        if (rank != expected++) {
+            throw_input_error(files.tag_dir, std::string("model-states file of ") +
+                                                 (stage3 ? "rank " : "model-parallel rank ") +
+                                                 std::to_string(expected - 1) + " is missing");
         }
-        files.per_rank_model_files = true;
-    } else {
-        files.model_files = shared;
+        files.model_files.push_back(path);
     }
+    files.per_rank_model_files = stage3;
 
     const std::string zero = files.tag_dir + "/zero";
     for (const std::string& name : io::list_directory(zero)) {

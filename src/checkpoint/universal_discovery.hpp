@@ -8,7 +8,9 @@
 //     zero/<param>/fp32.pt                one folder per trainable parameter
 //     mp_rank_00_model_states.pt          (ZeRO-1/2) or zero_pp_rank_R_mp_rank_00_... (ZeRO-3):
 //                                         copies of the originals, for names, shapes, buffers,
-//                                         frozen parameters and ties
+//                                         frozen parameters and ties; mp_rank_00 .. mp_rank_NN
+//                                         (one per TP rank or pipeline stage) for a tensor- or
+//                                         pipeline-parallel run
 //
 // Which folder discover_checkpoint takes: `-t TAG` names it (universal or not by its content);
 // a CKPT_DIR that is itself a tag folder is used as such; otherwise `latest` wins over

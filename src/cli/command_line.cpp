@@ -144,8 +144,8 @@ CommandLine parse_command_line(int argc, const char* const* argv) {
 
     po::options_description run("Run");
     run.add_options()("io", po::value<std::string>(),
-                      "direct (O_DIRECT writes of aligned blocks, several in flight), pread "
-                      "(default), mmap or copy_file_range")(
+                      "direct (default: O_DIRECT writes of aligned blocks, several in "
+                      "flight), pread, mmap or copy_file_range (buffered writes)")(
         "read-mode", po::value<std::string>(),
         "how --io direct reads the checkpoint: auto (default: buffered when it is in the page "
         "cache, O_DIRECT when not), buffered or direct")(

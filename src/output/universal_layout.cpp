@@ -256,6 +256,16 @@ std::vector<std::byte> universal_optimizer_state_file(const checkpoint::Checkpoi
         pickle::write_setitems(writer, state.entries.size() + extra, [&](std::size_t i) {
             if (i < state.entries.size()) {
                 values.write(state.entries[i].key_node);
+                const PickledNode& value = state.graph.at(state.entries[i].value_node);
+                if (!stage3 && state.entries[i].key == "group_paddings" &&
+                    value.kind == PickledNode::Kind::kList) {
+                    // A universal checkpoint holds no padded flat groups: zeros, one per group,
+                    // as ds_to_universal.py writes them (rank 0 pads when it is the last rank).
+                    writer.empty_list();
+                    pickle::write_appends(writer, value.children.size(),
+                                          [&](std::size_t) { writer.integer(0); });
+                    return;
+                }
                 values.write(state.entries[i].value_node);
                 return;
             }
@@ -304,10 +314,9 @@ std::vector<std::byte> universal_latest_file(std::string_view tag_folder) {
     return bytes;
 }
 
-std::vector<UniversalOutputFile> plan_universal_files(const checkpoint::CheckpointMeta& meta,
-                                                      const plan::UniversalPlan& plan) {
-    const bool stage3 = meta.layout == checkpoint::MasterLayout::kPerParam;
-    const std::string folder = universal_tag_folder(meta.files.tag);
+std::vector<UniversalOutputFile> plan_universal_files(
+    const checkpoint::CheckpointMeta& optimizer_meta, const plan::UniversalPlan& plan) {
+    const std::string folder = universal_tag_folder(plan.tag);
     std::vector<UniversalOutputFile> files;
     auto add_bytes = [&](std::string path, std::vector<std::byte> bytes) {
         UniversalOutputFile file;
@@ -323,7 +332,8 @@ std::vector<UniversalOutputFile> plan_universal_files(const checkpoint::Checkpoi
         for (std::size_t s = 0; s < 3; ++s) {
             UniversalTensorFileOptions options;
             options.form =
-                stage3 ? UniversalTensorForm::kRawTensor : UniversalTensorForm::kParamDict;
+                plan.stage3 ? UniversalTensorForm::kRawTensor : UniversalTensorForm::kParamDict;
+            options.entries = param.entries;
             options.requires_grad = kStreams[s] == plan::Stream::kMaster;
             UniversalOutputFile file;
             file.kind = UniversalOutputFile::Kind::kTensor;
@@ -333,24 +343,22 @@ std::vector<UniversalOutputFile> plan_universal_files(const checkpoint::Checkpoi
             file.size = file.layout.size;
             files.push_back(std::move(file));
         }
-        if (!stage3) {
-            const auto& states = meta.optim.front().group_states;
-            if (param.group >= states.size() || !states[param.group].step) {
-                throw_internal_error("universal files: no step for group " +
-                                     std::to_string(param.group) + " (plan_universal checks it)");
+        if (!plan.stage3) {
+            if (!param.step) {
+                throw_internal_error("universal files: no step for '" + param.name +
+                                     "' (the universal plan checks it)");
             }
-            add_bytes(universal_step_path(folder, param.name),
-                      universal_step_file(*states[param.group].step));
+            add_bytes(universal_step_path(folder, param.name), universal_step_file(*param.step));
         }
     }
-    add_bytes(universal_optimizer_state_path(folder), universal_optimizer_state_file(meta));
-    for (std::size_t i = 0; i < meta.files.model_files.size(); ++i) {
+    add_bytes(universal_optimizer_state_path(folder),
+              universal_optimizer_state_file(optimizer_meta));
+    for (const plan::UniversalCopy& copy : plan.copies) {
         UniversalOutputFile file;
         file.kind = UniversalOutputFile::Kind::kCopy;
-        const std::string& source = meta.files.model_files[i];
-        file.path = folder + "/" + source.substr(source.find_last_of('/') + 1);
-        file.source = static_cast<std::uint32_t>(i);  // model files come first in meta.inputs
-        file.size = meta.input_sizes.at(i);
+        file.path = folder + "/" + copy.path.substr(copy.path.find_last_of('/') + 1);
+        file.source = copy.input;
+        file.size = copy.size;
         files.push_back(std::move(file));
     }
     add_bytes(std::string(kLatestUniversalFile), universal_latest_file(folder));

@@ -22,7 +22,10 @@
 // Tensor files (one storage, "0", holding exactly the tensor's float32 bytes):
 //   ZeRO-1/2  data.pkl = EMPTY_DICT BINPUT 0 MARK 'cat_dim' BINPUT 1 K 0 'param' BINPUT 2
 //             <tensor> SETITEMS: {'cat_dim': 0, 'param': T}, T in the parameter's full shape
-//             (a 0-dim parameter as (1,)); TP metadata keys would go between cat_dim and param
+//             (a 0-dim parameter as (1,)). Tensor-parallel parameters have other entries
+//             before 'param', each key BINPUT and an int (K) or NEWTRUE: {'param': T}
+//             (replicated), {'cat_dim': 1, 'param': T}, {'cat_dim': 0, 'param_n_sub_params':
+//             2, 'param': T}, {'cat_dim': 0, 'vocab_tensor': True, 'param': T}
 //   ZeRO-3    data.pkl = <tensor>: T itself, flat 1-D
 //   <tensor>  GLOBAL 'torch._utils _rebuild_tensor_v2' BINPUT, MARK, MARK 'storage' BINPUT
 //             GLOBAL 'torch FloatStorage' BINPUT '0' BINPUT 'cpu' BINPUT numel TUPLE BINPUT
@@ -36,7 +39,7 @@
 // float32, requires_grad=False) with its storage record, or a pickled int / float.
 //
 // optimizer_state.pt: a dict of the kept optimizer_state_dict entries, in file order (the
-// loss scaler re-emitted as the object it was, §4), then
+// loss scaler re-emitted as the object it was, §4; at ZeRO-1/2 group_paddings as zeros), then
 //   ZeRO-1/2  'param_groups': the torch optimizer's param_groups
 //   ZeRO-3    'optimizer_state_dict': {'state': {j: {'step': step_j}}, 'param_groups': [...]},
 //             'param_groups': the same list again (a memo reference)
@@ -74,18 +77,13 @@ enum class UniversalTensorForm : std::uint8_t {
     kRawTensor,  // ZeRO-3: T
 };
 
-// A scalar entry of the param dict, written before 'param'.
-struct ParamDictEntry {
-    std::string key;
-    std::int64_t value = 0;
-    bool is_bool = false;  // pickled as True / False
-};
+using plan::ParamDictEntry;
 
 struct UniversalTensorFileOptions {
     UniversalTensorForm form = UniversalTensorForm::kParamDict;
-    // The param dict's entries before 'param'. DeepSpeed writes cat_dim for every parameter
-    // merged along a dimension; tensor-parallel parameters add vocab_tensor or
-    // param_n_sub_params here.
+    // The param dict's entries before 'param' (plan::UniversalParam::entries): cat_dim for
+    // every parameter merged along a dimension, param_n_sub_params and vocab_tensor for
+    // tensor-parallel ones.
     std::vector<ParamDictEntry> entries = {{"cat_dim", 0, false}};
     bool requires_grad = false;
 };
@@ -104,8 +102,9 @@ std::vector<std::byte> universal_step_file(const checkpoint::OptimizerStep& step
 std::vector<std::byte> universal_optimizer_state_file(const checkpoint::CheckpointMeta& meta);
 std::vector<std::byte> universal_latest_file(std::string_view tag_folder);
 
-// Every file of the universal checkpoint of `meta`, in the order to write them: per parameter
-// its tensor files (and step.pt), optimizer_state.pt, the model-states copies, and
+// Every file of the universal checkpoint `plan`, in the order to write them: per parameter its
+// tensor files (and step.pt), optimizer_state.pt (from `optimizer_meta`, the data-parallel
+// checkpoint whose first optimizer file holds it), the model-states copies (plan.copies), and
 // latest_universal last, so that a reader never sees latest_universal name a partial folder.
 struct UniversalOutputFile {
     enum class Kind : std::uint8_t {
@@ -121,7 +120,7 @@ struct UniversalOutputFile {
     std::uint32_t source = 0;
 };
 
-std::vector<UniversalOutputFile> plan_universal_files(const checkpoint::CheckpointMeta& meta,
-                                                      const plan::UniversalPlan& plan);
+std::vector<UniversalOutputFile> plan_universal_files(
+    const checkpoint::CheckpointMeta& optimizer_meta, const plan::UniversalPlan& plan);
 
 }  // namespace z2f::output

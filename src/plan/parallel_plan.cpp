@@ -101,9 +101,7 @@ class ParallelPlanner {
         for (std::size_t i = 0; i < meta_.inputs.size(); ++i) {
             result_.plan.inputs.push_back({meta_.inputs[i], meta_.input_sizes[i]});
         }
-        if (meta_.tp_degree > 1) {
-            load_rules();
-        }
+        load_rules();
         std::vector<std::vector<Merged>> stages;
         if (meta_.kind == checkpoint::ParallelKind::kMixtureOfExperts) {
             stages.push_back(moe_stage());
@@ -126,17 +124,14 @@ class ParallelPlanner {
     const std::string& model_path(std::uint32_t mp) const { return meta_.grid.model_files[mp]; }
 
     void load_rules() {
-        if (options_.tp_rules) {
-            rules_ = options_.tp_rules;
-            if (meta_.ranks.front().model.extras.universal_info) {
-                result_.notes.push_back(
-                    "--tp-rules replaces the checkpoint's own "
-                    "universal_checkpoint_info");
-            }
-            return;
+        rules_ = merge_rules(meta_, options_);
+        if (meta_.tp_degree > 1 && options_.tp_rules &&
+            meta_.ranks.front().model.extras.universal_info) {
+            result_.notes.push_back(
+                "--tp-rules replaces the checkpoint's own "
+                "universal_checkpoint_info");
         }
-        const auto& info = meta_.ranks.front().model.extras.universal_info;
-        if (!info) {
+        if (meta_.tp_degree > 1 && !rules_) {
             throw_unsupported(model_path(0),
                               "tensor-parallel checkpoint (TP " + std::to_string(meta_.tp_degree) +
                                   ") without merge rules: no universal_checkpoint_info in the "
@@ -145,7 +140,6 @@ class ParallelPlanner {
                                   "unknown; give them with --tp-rules FILE "
                                   "(docs/parallel-checkpoints.md §3.3)");
         }
-        rules_ = TpRuleSet::from_universal_info(*info, model_path(0));
     }
 
     // One (stage, TP rank): ZeRO partitions, or the module's weights without ZeRO.
@@ -399,7 +393,16 @@ class ParallelPlanner {
                            const std::string& origin, std::string& merge) {
         const std::size_t item = dtype_size(head.source_dtype);
         if (slices.size() == 1) {
-            return {slices.front().shape, {whole_stream_piece(slices.front().stream)}};
+            MergedTensor whole{slices.front().shape, {whole_stream_piece(slices.front().stream)}};
+            // Without TP only a padded vocabulary changes anything (a pipeline of
+            // Megatron-DeepSpeed records its rows too).
+            if (options_.strip_vocab_padding && rules_ && head.role == TensorRole::kTrainable &&
+                rules_->is_vocabulary(head.name)) {
+                merge = "vocabulary stripped to " + std::to_string(rules_->original_vocab_size()) +
+                        " rows";
+                return strip_vocabulary(std::move(whole), head.name, item, origin);
+            }
+            return whole;
         }
         const std::string over = " over " + std::to_string(slices.size()) + " TP ranks";
         // Buffers have no rules of their own in Megatron's patterns: replicated unless a rule
@@ -452,17 +455,22 @@ class ParallelPlanner {
                          : ", padded vocabulary kept";
         }
         if (rule.vocabulary && options_.strip_vocab_padding) {
-            if (rules_->original_vocab_size() < 0) {
-                throw_input_error(rules_->origin(),
-                                  "--strip-vocab-padding: no original_vocab_size recorded for "
-                                  "vocabulary parameter '" +
-                                      head.name + "'");
-            }
-            merged = truncate_dim0(std::move(merged),
-                                   static_cast<std::uint64_t>(rules_->original_vocab_size()), item,
-                                   head.name, origin);
+            merged = strip_vocabulary(std::move(merged), head.name, item, origin);
         }
         return merged;
+    }
+
+    MergedTensor strip_vocabulary(MergedTensor merged, const std::string& name, std::size_t item,
+                                  const std::string& origin) const {
+        if (rules_->original_vocab_size() < 0) {
+            throw_input_error(rules_->origin(),
+                              "vocabulary stripping: no original_vocab_size recorded for "
+                              "vocabulary parameter '" +
+                                  name + "'");
+        }
+        return truncate_dim0(std::move(merged),
+                             static_cast<std::uint64_t>(rules_->original_vocab_size()), item, name,
+                             origin);
     }
 
     // Stage lists joined in order; a name seen at an earlier stage (a tied layer) is checked
@@ -977,6 +985,24 @@ class ParallelPlanner {
 };
 
 }  // namespace
+
+std::optional<TpRuleSet> merge_rules(const ParallelCheckpointMeta& meta,
+                                     const ParallelPlanOptions& options) {
+    const auto& info = meta.ranks.front().model.extras.universal_info;
+    const std::string& origin = meta.grid.model_files.front();
+    if (meta.tp_degree > 1) {
+        if (options.tp_rules)
+            return options.tp_rules;
+        if (info)
+            return TpRuleSet::from_universal_info(*info, origin);
+        return std::nullopt;
+    }
+    // Without TP the rules decide nothing but vocabulary stripping; they are not even parsed
+    // unless it is asked for.
+    if (options.strip_vocab_padding && info)
+        return TpRuleSet::from_universal_info(*info, origin);
+    return std::nullopt;
+}
 
 PiecedPlan plan_parallel_consolidation(const ParallelCheckpointMeta& meta,
                                        const ParallelPlanOptions& options) {

@@ -47,4 +47,11 @@ struct PiecedPlan {
 PiecedPlan plan_parallel_consolidation(const checkpoint::ParallelCheckpointMeta& meta,
                                        const ParallelPlanOptions& options);
 
+// The merge rules the plan applies: with TP > 1, --tp-rules or else the checkpoint's
+// universal_checkpoint_info (nullopt: none, which the plan refuses); with TP = 1, the
+// checkpoint's own rules when vocabulary stripping is asked (a pipeline's padded vocabulary),
+// else none: a single slice needs no rule.
+std::optional<TpRuleSet> merge_rules(const checkpoint::ParallelCheckpointMeta& meta,
+                                     const ParallelPlanOptions& options);
+
 }  // namespace z2f::plan

@@ -54,6 +54,7 @@ TpRuleSet TpRuleSet::from_universal_info(const checkpoint::UniversalCheckpointIn
     for (const checkpoint::SubParamsSpec& spec : info.sub_params) {
         TpRule rule = make_rule(TpMerge::kSubParams);
         rule.dim = spec.partition_dim;
+        rule.sub_param_shape = true;
         if (!spec.shard_widths.empty()) {
             rule.widths = spec.shard_widths;
         } else if (info.version >= 0.4) {
@@ -228,6 +229,15 @@ bool TpRuleSet::matches_explicitly(const std::string& name) const {
             if (python_re_match(entry.pattern.regex, name)) {
                 return true;
             }
+        }
+    }
+    return false;
+}
+
+bool TpRuleSet::is_vocabulary(const std::string& name) const {
+    for (const Pattern& pattern : vocabulary_) {
+        if (python_re_match(pattern.regex, name)) {
+            return true;
         }
     }
     return false;

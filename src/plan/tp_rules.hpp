@@ -53,6 +53,9 @@ struct TpRule {
     std::vector<std::vector<std::uint64_t>> widths;
     std::vector<std::uint64_t> sub_sizes;  // full sizes of each sub-parameter (split evenly)
     std::uint64_t count = 0;
+    // A parameter_with_sub_params entry of universal_checkpoint_info: DeepSpeed's converter
+    // describes it in a universal checkpoint by its sub_param_shape object, not by a count.
+    bool sub_param_shape = false;
     std::string source;  // which pattern decided, for messages
 };
 
@@ -66,6 +69,8 @@ class TpRuleSet {
     // The rule for one parameter, or an error naming it (unsupported, ambiguous, unmatched).
     TpRule rule_for(const std::string& name) const;
     bool matches_explicitly(const std::string& name) const;
+    // True when a vocabulary pattern matches `name` (whatever its merge rule).
+    bool is_vocabulary(const std::string& name) const;
     std::int64_t original_vocab_size() const noexcept { return original_vocab_size_; }
     const std::string& origin() const noexcept { return origin_; }
 

@@ -1,12 +1,30 @@
-// The tensors of a universal checkpoint (docs/universal-checkpoint.md §2): for every trainable
-// parameter, in param_shapes order (one name per tied set, the owner), its fp32 master weight and
-// Adam's exp_avg and exp_avg_sq, each whole and without any data-parallel padding, in float32.
-// Pure: a function of the assembled metadata, like plan_consolidation, whose extents formulas it
-// reuses on each stream (consolidation.hpp).
+// The tensors of a universal checkpoint (docs/universal-checkpoint.md §2, §10): for every
+// trainable parameter, its fp32 master weight and Adam's exp_avg and exp_avg_sq, each whole and
+// without any data-parallel padding, in float32, with what the files around them need (the keys
+// of the parameter's dict, its Adam step, the model-states files to copy). Pure: a function of
+// the assembled metadata, like the consolidation plans whose extents formulas it reuses on each
+// stream (consolidation.hpp, parallel_plan.hpp).
 //
-// Shapes are those the files store: stage 1/2 the parameter's full shape, a 0-dim parameter as
-// (1,) (DeepSpeed's loader chunks every `param` and cannot take a 0-dim tensor); stage 3 the flat
-// 1-D (numel,) that its loader views as it likes.
+// Data-parallel checkpoints (plan_universal): parameters in param_shapes order (one name per
+// tied set, the owner). Shapes are those the files store: stage 1/2 the parameter's full shape,
+// a 0-dim parameter as (1,) (DeepSpeed's loader chunks every `param` and cannot take a 0-dim
+// tensor); stage 3 the flat 1-D (numel,) that its loader views as it likes.
+//
+// Tensor- and pipeline-parallel checkpoints with ZeRO-1/2 or BF16_Optimizer partitions
+// (plan_parallel_universal): each stream merged over the TP ranks and joined over the stages
+// exactly as plan_parallel_consolidation merges the masters, the padded vocabulary stripped to
+// original_vocab_size rows; a tied pipeline weight once, at its first stage. The dict keys
+// before 'param' follow the parameter's merge rule as ds_to_universal.py writes them:
+//   no rules (TP 1)          cat_dim 0
+//   cat along d              cat_dim d
+//   replicated, average      none
+//   2 fused sub-parameters   cat_dim 0, param_n_sub_params 2 (and K equal sub-parameters of a
+//                            --tp-rules file: cat_dim d, param_n_sub_params K)
+//   vocabulary               the above, then vocab_tensor True
+// Refused: Mixture-of-Experts and ZeRO-0 checkpoints (no DeepSpeed loader reads a universal
+// checkpoint of them), parameters to average (the copy engine computes no means),
+// parameter_with_sub_params entries (their sub_param_shape object is not written), and TP slices
+// the loader would cut differently than they were saved (it re-slices with torch.chunk).
 //
 // Everything a universal checkpoint needs from the source is checked here, before any file is
 // laid out: every rank's moments of every flat group, the Adam step of every group (equal on every
@@ -16,30 +34,65 @@
 
 #include <array>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "checkpoint/checkpoint_meta.hpp"
+#include "checkpoint/parallel_meta.hpp"
+#include "plan/parallel_plan.hpp"
 #include "plan/tensor_plan.hpp"
 
 namespace z2f::plan {
 
+// A scalar entry of a ZeRO-1/2 parameter file's dict, written before 'param'.
+struct ParamDictEntry {
+    std::string key;
+    std::int64_t value = 0;
+    bool is_bool = false;  // pickled as True / False
+
+    friend bool operator==(const ParamDictEntry&, const ParamDictEntry&) = default;
+};
+
 struct UniversalParam {
     std::string name;       // the param_shapes name: its folder zero/<name>/
-    std::size_t group = 0;  // its flat group in param_shapes (stage 1/2: step.pt takes its step)
+    std::size_t group = 0;  // its flat group in param_shapes (of its first stage)
     // Index in UniversalPlan::plan.tensors of its fp32, exp_avg and exp_avg_sq tensors (in the
     // order of plan::Stream).
     std::array<std::uint32_t, 3> tensors{};
+    // ZeRO-1/2: the dict's entries before 'param', and step.pt's value (its group's step).
+    std::vector<ParamDictEntry> entries = {{"cat_dim", 0, false}};
+    std::optional<checkpoint::OptimizerStep> step;
+};
+
+// A model-states file copied byte for byte into the universal folder.
+struct UniversalCopy {
+    std::string path;         // the input file
+    std::uint32_t input = 0;  // its index in plan.inputs
+    std::uint64_t size = 0;
 };
 
 struct UniversalPlan {
     TensorPlan plan;  // three tensors per parameter, named "<name>/fp32", "<name>/exp_avg", ...
     std::vector<UniversalParam> params;
+    std::string tag;                    // the source tag: the folder is "<tag>_universal"
+    bool stage3 = false;                // raw flat tensors, no step.pt
+    std::vector<UniversalCopy> copies;  // in writing order
     std::vector<std::string> warnings;
     std::vector<std::string> notes;
 };
 
 UniversalPlan plan_universal(const checkpoint::CheckpointMeta& meta);
+
+// `options` as for Hugging Face output (--tp-rules, --tp-replicated); the dtype, frozen
+// parameters and vocabulary stripping are the universal format's own.
+UniversalPlan plan_parallel_universal(const checkpoint::ParallelCheckpointMeta& meta,
+                                      const ParallelPlanOptions& options);
+
+// The data-parallel checkpoint whose first optimizer file gives zero/optimizer_state.pt: stage
+// 0, TP rank 0 (ds_to_universal.py takes pipeline stage 0, TP rank 0, DP rank 0).
+checkpoint::CheckpointMeta universal_optimizer_source(
+    const checkpoint::ParallelCheckpointMeta& meta);
 
 // Throws an input error unless `name` can be a folder name on every file system we write to:
 // not empty, not "." or "..", no '/' and no NUL.

@@ -212,15 +212,13 @@ RunPlan build_run_plan(const TensorSource& source, const RunSettings& settings) 
     run.warnings = source.warnings;
     run.parallel = source.parallel;
     if (options.format == OutputFormat::kUniversal) {
-        if (!source.data_parallel) {
-            throw_unsupported(source.checkpoint.tag_dir,
-                              "universal output of tensor-, pipeline- or expert-parallel "
-                              "checkpoints is not supported yet (its files need the TP merge "
-                              "keys cat_dim, vocab_tensor and param_n_sub_params); convert this "
-                              "checkpoint to Hugging Face formats, or use DeepSpeed's "
-                              "ds_to_universal.py");
+        if (source.data_parallel) {
+            plan_universal_run(*source.data_parallel, settings, run);
+        } else if (source.parallel_checkpoint) {
+            plan_universal_run(*source.parallel_checkpoint, source.parallel_options, settings, run);
+        } else {
+            throw_internal_error("a universal run without the checkpoint's metadata");
         }
-        plan_universal_run(*source.data_parallel, settings, run);
         run.identity = run_identity(source, options);
         return run;
     }

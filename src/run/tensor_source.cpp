@@ -72,7 +72,9 @@ TensorSource data_parallel_source(const checkpoint::CheckpointMeta& meta, const 
         plan::ConsolidationPlan consolidation =
             plan::plan_consolidation(meta, consolidation_options(options));
         source.tensors = std::move(consolidation.plan);
-        source.warnings = std::move(consolidation.warnings);
+        source.warnings = meta.warnings;
+        source.warnings.insert(source.warnings.end(), consolidation.warnings.begin(),
+                               consolidation.warnings.end());
         source.notes.insert(source.notes.end(), consolidation.notes.begin(),
                             consolidation.notes.end());
     } else {
@@ -114,11 +116,20 @@ TensorSource parallel_source(const checkpoint::ParallelCheckpointMeta& meta, con
     source.notes = meta.notes;
     source.parallel = describe_grid(meta);
 
-    plan::PiecedPlan pieced = plan::plan_parallel_consolidation(meta, plan_options);
-    source.tensors = std::move(pieced.plan);
+    if (options.format == OutputFormat::kUniversal) {
+        // Planned from the metadata itself, three streams per parameter (universal_run_plan);
+        // the run identity still names every input file and its size.
+        for (std::size_t i = 0; i < meta.inputs.size(); ++i)
+            source.tensors.inputs.push_back(InputFile{meta.inputs[i], meta.input_sizes[i]});
+        source.parallel_checkpoint = meta;
+        source.parallel_options = std::move(plan_options);
+    } else {
+        plan::PiecedPlan pieced = plan::plan_parallel_consolidation(meta, plan_options);
+        source.tensors = std::move(pieced.plan);
+        source.warnings = std::move(pieced.warnings);
+        source.notes.insert(source.notes.end(), pieced.notes.begin(), pieced.notes.end());
+    }
     source.tensors.records = meta.records;
-    source.warnings = std::move(pieced.warnings);
-    source.notes.insert(source.notes.end(), pieced.notes.begin(), pieced.notes.end());
     if (tp_rules_text && meta.tp_degree == 1)
         source.warnings.push_back(
             "--tp-rules is ignored: this checkpoint has no tensor-parallel "

@@ -16,6 +16,7 @@
 #include "checkpoint/discovery.hpp"
 #include "checkpoint/parallel_meta.hpp"
 #include "plan/consolidation.hpp"
+#include "plan/parallel_plan.hpp"
 #include "plan/tensor_plan.hpp"
 #include "zero2fp32/options.hpp"
 #include "zero2fp32/plan.hpp"
@@ -34,9 +35,13 @@ struct TensorSource {
     // What shapes the bytes beyond the common options (parallel: the merge options and the
     // rules), for the run's identity.
     std::string identity;
-    // A data-parallel checkpoint's whole metadata: universal output needs more than the master
-    // tensors (the moments, the optimizer state). Absent for parallel checkpoints.
+    // A checkpoint's whole metadata, for universal output, which needs more than the master
+    // tensors (the moments, the optimizer state, the steps); `tensors` then lists no tensors.
+    // Data-parallel: `data_parallel` (always set). Tensor-, pipeline- or expert-parallel, with
+    // --format universal only: `parallel_checkpoint` and the merge options.
     std::optional<checkpoint::CheckpointMeta> data_parallel;
+    std::optional<checkpoint::ParallelCheckpointMeta> parallel_checkpoint;
+    plan::ParallelPlanOptions parallel_options;
 };
 
 // Either reader's assembled metadata, as the metadata phase and plan_conversion produce it.

@@ -22,8 +22,8 @@ void refuse(const char* option) {
                       "moments");
 }
 
-// Checked again here although discovery and assembly refuse these layouts today: the universal
-// files below describe data parallelism only, whatever input the metadata phase learns to read.
+// Checked again here although assembly refuses these layouts: the data-parallel universal plan
+// reads one model file as the whole model.
 void refuse_parallel_sources(const checkpoint::CheckpointMeta& meta) {
     const checkpoint::ModelStatesInfo& model = meta.model;
     const std::string& path =
@@ -31,8 +31,9 @@ void refuse_parallel_sources(const checkpoint::CheckpointMeta& meta) {
     if (model.module_is_none || model.tp_degree > 1 || model.pp_degree > 1 ||
         model.mp_world_size > 1) {
         throw_unsupported(path,
-                          "universal output of tensor- or pipeline-parallel checkpoints is not "
-                          "supported yet; only data-parallel ZeRO checkpoints are converted");
+                          "a tensor- or pipeline-parallel checkpoint whose tag folder holds the "
+                          "files of model-parallel rank 00 only: the other ranks' files are "
+                          "missing");
     }
     if (model.autoep_zero3) {
         throw_unsupported(path,
@@ -108,15 +109,19 @@ void validate_universal_options(const Options& options) {
         refuse("--hdf5-bf16");
 }
 
-void plan_universal_run(const checkpoint::CheckpointMeta& meta, const RunSettings& settings,
-                        RunPlan& run) {
-    refuse_parallel_sources(meta);
-    plan::UniversalPlan universal = plan::plan_universal(meta);
-    std::vector<output::UniversalOutputFile> files = output::plan_universal_files(meta, universal);
+namespace {
+
+// The common part: the files of `universal` (optimizer_state.pt from `optimizer_meta`) as
+// records, tasks and owners.
+void fill_universal_run(plan::UniversalPlan universal,
+                        const checkpoint::CheckpointMeta& optimizer_meta,
+                        const RunSettings& settings, RunPlan& run) {
+    std::vector<output::UniversalOutputFile> files =
+        output::plan_universal_files(optimizer_meta, universal);
     run.tensors = std::move(universal.plan);
     run.warnings.insert(run.warnings.end(), universal.warnings.begin(), universal.warnings.end());
     run.notes.insert(run.notes.end(), universal.notes.begin(), universal.notes.end());
-    run.output_folder = output::universal_tag_folder(meta.files.tag);
+    run.output_folder = output::universal_tag_folder(universal.tag);
     const std::size_t real_tensors = run.tensors.tensors.size();
 
     // The unit of every file of a parameter: the parameter's index.
@@ -208,6 +213,21 @@ void plan_universal_run(const checkpoint::CheckpointMeta& meta, const RunSetting
     run.notes.push_back("universal checkpoint: " + std::to_string(universal.params.size()) +
                         " parameters, " + std::to_string(run.files.size()) + " files under " +
                         run.output_folder + "/, then " + *run.index_name);
+}
+
+}  // namespace
+
+void plan_universal_run(const checkpoint::CheckpointMeta& meta, const RunSettings& settings,
+                        RunPlan& run) {
+    refuse_parallel_sources(meta);
+    fill_universal_run(plan::plan_universal(meta), meta, settings, run);
+}
+
+void plan_universal_run(const checkpoint::ParallelCheckpointMeta& meta,
+                        const plan::ParallelPlanOptions& options, const RunSettings& settings,
+                        RunPlan& run) {
+    plan::UniversalPlan universal = plan::plan_parallel_universal(meta, options);
+    fill_universal_run(std::move(universal), plan::universal_optimizer_source(meta), settings, run);
 }
 
 }  // namespace z2f::run

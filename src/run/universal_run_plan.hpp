@@ -1,7 +1,8 @@
 // The universal branch of build_run_plan: DeepSpeed's universal checkpoint of a data-parallel
-// ZeRO checkpoint (docs/universal-checkpoint.md), as RunPlan files, tensors and tasks that the
-// ordinary execute, finish and verify phases run unchanged. Each file's layout stays the one
-// description of its bytes:
+// ZeRO checkpoint, or of a tensor- or pipeline-parallel one with ZeRO-1/2 or BF16_Optimizer
+// partitions (docs/universal-checkpoint.md), as RunPlan files, tensors and tasks that the
+// ordinary execute, replica check, finish and verify phases run unchanged. Each file's layout stays
+// the one description of its bytes:
 //
 //   tensor files      fp32.pt, exp_avg.pt, exp_avg_sq.pt: universal_layout's layout (fixed
 //                     regions, one slot holding the tensor, the zip tail from the slot's CRC)
@@ -22,6 +23,8 @@
 // like a large Hugging Face shard (its lead renames it once every rank agreed).
 #pragma once
 
+#include "checkpoint/parallel_meta.hpp"
+#include "plan/parallel_plan.hpp"
 #include "run/run_plan.hpp"
 
 namespace z2f::run {
@@ -31,9 +34,12 @@ namespace z2f::run {
 void validate_universal_options(const Options& options);
 
 // Fills run.tensors, files, tasks, index, output_folder, copied_pieces, warnings and notes.
-// Throws an unsupported-input error for checkpoints that have no universal layout here
-// (tensor, pipeline or expert parallel), and the errors of plan_universal.
+// Throws the errors of plan_universal (data-parallel) or plan_parallel_universal (tensor- and
+// pipeline-parallel; Mixture-of-Experts and ZeRO-0 checkpoints are refused there).
 void plan_universal_run(const checkpoint::CheckpointMeta& meta, const RunSettings& settings,
+                        RunPlan& run);
+void plan_universal_run(const checkpoint::ParallelCheckpointMeta& meta,
+                        const plan::ParallelPlanOptions& options, const RunSettings& settings,
                         RunPlan& run);
 
 }  // namespace z2f::run

@@ -2,7 +2,9 @@
 // as the other conversions: --format universal for every bundled ZeRO-1/2/3 fixture, each tree
 // checked file by file against the checkpoint's own flat tensors, the engine's state dict and,
 // where it exists, DeepSpeed's own ds_to_universal.py output; written beside the original;
-// verified; and read back into safetensors that equal the engine's state dict. Outputs stay
+// verified; and read back into safetensors that equal the engine's state dict. The tensor- and
+// pipeline-parallel fixtures against their ds_to_universal.py outputs, verified, read back (ours
+// and DeepSpeed's); MoE and ZeRO-0 refused. Outputs stay
 // under $Z2F_MPI_OUTPUT_DIR, so mpi.identical_across_rank_counts compares them too.
 #include <algorithm>
 #include <filesystem>
@@ -12,6 +14,8 @@
 
 #include "checkpoint/assemble.hpp"
 #include "checkpoint/discovery.hpp"
+#include "checkpoint/file_grid.hpp"
+#include "checkpoint/parallel_assemble.hpp"
 #include "mpi_support.hpp"
 #include "support/expected_state.hpp"
 #include "support/output_reader.hpp"
@@ -324,10 +328,158 @@ TEST(MpiUniversal, BesideTheOriginalNothingElseIsTouched) {
     }
 }
 
-TEST(MpiUniversal, ParallelCheckpointsAreRefused) {
+// The tensor- and pipeline-parallel fixtures against DeepSpeed's own ds_to_universal.py output
+// (ref/universal): the same files, each byte for byte except the vocabulary's tensor files,
+// whose storage holds the real rows only here (their dict, shape, flags and values are equal);
+// the masters equal the live engine's weights (the vocabulary stripped to its real rows).
+void expect_parallel_universal_tree(const std::string& fixture, const std::string& out) {
+    SCOPED_TRACE(fixture);
+    const std::string reference = testing::parallel_universal_reference(fixture);
+    const std::vector<std::string> names = testing::list_tree(reference);
+    EXPECT_EQ(testing::list_tree(out), names);
+    auto engine =
+        testing::read_expected_state_dict(testing::parallel_fixture_dir(fixture) + "/expected.pt");
+    const std::string vocab = "/language_model.embedding.word_embeddings.weight/";
+    for (const std::string& name : names) {
+        SCOPED_TRACE(name);
+        const std::string ours = out + "/" + name;
+        const std::string theirs = reference + "/" + name;
+        const bool tensor_file = name.ends_with("/fp32.pt") || name.ends_with("/exp_avg.pt") ||
+                                 name.ends_with("/exp_avg_sq.pt");
+        if (!tensor_file || name.find(vocab) == std::string::npos) {
+            EXPECT_TRUE(testing::read_file_bytes(ours) == testing::read_file_bytes(theirs))
+                << "differs from ds_to_universal.py's";
+        }
+        if (!tensor_file)
+            continue;
+        const testing::UniversalTensorFile a = testing::read_universal_tensor_file(ours);
+        const testing::UniversalTensorFile b = testing::read_universal_tensor_file(theirs);
+        EXPECT_EQ(a.entries, b.entries);
+        EXPECT_EQ(a.dtype, b.dtype);
+        EXPECT_EQ(a.shape, b.shape);
+        EXPECT_EQ(a.requires_grad, b.requires_grad);
+        EXPECT_TRUE(a.bytes == b.bytes) << "values differ";
+        EXPECT_EQ(a.storage_numel * 4, a.bytes.size());  // no padding stored
+        if (name.ends_with("/fp32.pt")) {
+            const std::string param = fs::path(name).parent_path().filename().string();
+            const testing::ExpectedTensor* truth = testing::find_tensor(engine, param);
+            ASSERT_NE(truth, nullptr) << param;
+            ASSERT_LE(a.bytes.size(), truth->bytes.size());
+            EXPECT_TRUE(std::equal(a.bytes.begin(), a.bytes.end(), truth->bytes.begin()))
+                << "differs from the engine's master";
+            EXPECT_EQ(a.bytes.size() == truth->bytes.size(), name.find(vocab) == std::string::npos);
+        }
+    }
+}
+
+// safetensors `out` holds the engine's weights of parallel `fixture`, the vocabulary without its
+// padded rows (as every universal checkpoint keeps it).
+void expect_stripped_engine_weights(const std::string& fixture, const std::string& out) {
+    SCOPED_TRACE(fixture + " -> " + out);
+    auto expected =
+        testing::read_expected_state_dict(testing::parallel_fixture_dir(fixture) + "/expected.pt");
+    auto content = testing::read_safetensors(out + "/model.safetensors");
+    EXPECT_EQ(content.tensors.size(), expected.size());
+    for (const testing::ExpectedTensor& truth : expected) {
+        const testing::ExpectedTensor* tensor = testing::find_tensor(content.tensors, truth.name);
+        ASSERT_NE(tensor, nullptr) << truth.name;
+        std::vector<std::uint64_t> shape = truth.shape;
+        if (truth.name == "language_model.embedding.word_embeddings.weight")
+            shape[0] = 50;  // original_vocab_size
+        EXPECT_EQ(tensor->shape, shape) << truth.name;
+        ASSERT_LE(tensor->bytes.size(), truth.bytes.size()) << truth.name;
+        EXPECT_TRUE(std::equal(tensor->bytes.begin(), tensor->bytes.end(), truth.bytes.begin()))
+            << truth.name;
+    }
+}
+
+TEST(MpiUniversal, TensorAndPipelineParallelFileByFileAgainstDeepSpeed) {
+    for (const std::string& fixture : testing::parallel_universal_fixtures()) {
+        const std::string ckpt = testing::parallel_fixture_dir(fixture);
+        const std::string out = fresh_output_dir("universal_parallel/" + fixture);
+        mpi_test::Outcome converted = run_conversion(ckpt, out, [](Options& o) {
+            universal(o);
+            o.buffer_size = 4096;  // the merged tensors cross buffer boundaries
+        });
+        ASSERT_FALSE(converted.error) << fixture << ": " << converted.message;
+        mpi_test::Outcome verified = run_conversion(ckpt, out, [](Options& o) { o.verify = true; });
+        ASSERT_FALSE(verified.error) << fixture << ": " << verified.message;
+        EXPECT_TRUE(verified.result.verified);
+        // Read back, ours and DeepSpeed's own: the engine's weights, the vocabulary stripped.
+        const std::string back = fresh_output_dir("universal_parallel_back/" + fixture);
+        mpi_test::Outcome read_back = run_conversion(out, back);
+        ASSERT_FALSE(read_back.error) << fixture << ": " << read_back.message;
+        const std::string theirs =
+            fresh_output_dir("universal_parallel_reference_input/" + fixture);
+        mpi_test::Outcome read_theirs =
+            run_conversion(testing::parallel_universal_reference(fixture), theirs);
+        ASSERT_FALSE(read_theirs.error) << fixture << ": " << read_theirs.message;
+        if (root()) {
+            // In the order of the original's own conversion (the engine's module order).
+            std::vector<std::string> order;
+            for (const ConversionPlan::Tensor& tensor : read_back.result.plan.tensors)
+                order.push_back(tensor.name);
+            std::vector<std::string> engine_order;
+            for (const testing::ExpectedTensor& tensor : testing::read_expected_state_dict(
+                     testing::parallel_fixture_dir(fixture) + "/expected.pt"))
+                engine_order.push_back(tensor.name);
+            EXPECT_EQ(order, engine_order);
+            expect_parallel_universal_tree(fixture, out);
+            expect_stripped_engine_weights(fixture, back);
+            expect_stripped_engine_weights(fixture, theirs);
+        }
+    }
+    // Averaged replicas (--tp-replicated average): masters and moments are the means of the
+    // TP ranks' copies, bit-equal here, so the tree is the checked one's.
+    {
+        const std::string averaged = fresh_output_dir("universal_parallel_average/tp2");
+        mpi_test::Outcome outcome = run_conversion(testing::parallel_fixture_dir("tp2_dp2_z1_fp32"),
+                                                   averaged, [](Options& o) {
+                                                       universal(o);
+                                                       o.tp_replicated = TpReplicated::kAverage;
+                                                       o.buffer_size = 4096;
+                                                   });
+        ASSERT_FALSE(outcome.error) << outcome.message;
+        if (root()) {
+            EXPECT_EQ(
+                testing::compare_trees(
+                    mpi_test::output_base() + "/universal_parallel/tp2_dp2_z1_fp32", averaged),
+                "");
+        }
+    }
+    // A TP-replicated parameter's moments are checked equal over the TP ranks like its
+    // masters: one changed element of TP rank 1's copy is found before anything is written.
+    const std::string fixture = "tp2_dp2_z1_fp32";
+    const std::string ckpt = fresh_output_dir("universal_parallel_replica/ckpt");
+    const std::string out = fresh_output_dir("universal_parallel_replica/out");
+    if (root()) {
+        testing::copy_tree(testing::parallel_fixture_dir(fixture) + "/global_step2",
+                           ckpt + "/global_step2");
+        testing::write_text_file(ckpt + "/latest", "global_step2");
+        const checkpoint::ParallelCheckpointMeta meta = checkpoint::read_parallel_checkpoint_meta(
+            checkpoint::discover_file_grid(ckpt, "global_step2"));
+        const checkpoint::TensorRef& moment =
+            *meta.ranks.at(1).optim.at(0).states.group_states.at(0).exp_avg_sq;
+        // The flat group holds the vocabulary's 26 x 16 slice, then the replicated position
+        // embedding.
+        const std::string path = meta.inputs.at(moment.file);
+        std::vector<std::byte> bytes = testing::read_file_bytes(path);
+        bytes.at(moment.offset + 26 * 16 * 4 + 4 * 5) ^= std::byte{0x40};
+        testing::write_file_bytes(path, bytes);
+    }
+    barrier();
+    mpi_test::Outcome refused = run_conversion(ckpt, out, universal);
+    EXPECT_EQ(refused.error, std::optional<ErrorKind>(ErrorKind::kInput)) << refused.message;
+    EXPECT_NE(refused.message.find("position_embeddings.weight/exp_avg_sq"), std::string::npos)
+        << refused.message;
+    if (root()) {
+        EXPECT_TRUE(fs::is_empty(out));
+    }
+}
+
+TEST(MpiUniversal, MixtureOfExpertsAndZero0AreRefused) {
     const std::string parallel = std::string(Z2F_TEST_DATA) + "/deepspeed-parallel";
-    for (const char* fixture :
-         {"moe_ep2_dp2_z2_fp32", "pp2_dp1_z0_fp32", "pp2_dp2_z1_fp32", "tp2_dp2_z1_fp32"}) {
+    for (const char* fixture : {"moe_ep2_dp2_z2_fp32", "pp2_dp1_z0_fp32"}) {
         const std::string out = fresh_output_dir(std::string("universal_refused/") + fixture);
         mpi_test::Outcome outcome = run_conversion(parallel + "/" + fixture, out, universal);
         EXPECT_EQ(outcome.error, std::optional<ErrorKind>(ErrorKind::kUnsupported))

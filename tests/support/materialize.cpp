@@ -4,6 +4,7 @@
 #include <cstring>
 #include <stdexcept>
 
+#include "common/crc32.hpp"
 #include "support/expected_state.hpp"
 
 namespace z2f::testing {
@@ -52,6 +53,31 @@ std::vector<std::byte> materialize(const plan::TensorPlan& plan, std::size_t ind
         std::memcpy(&out[4 * i], &value, 4);
     }
     return out;
+}
+
+std::vector<std::byte> realize_layout(const output::OutputFileLayout& layout,
+                                      const plan::TensorPlan& plan) {
+    std::vector<std::byte> bytes(layout.size);
+    auto put = [&](std::uint64_t offset, const std::vector<std::byte>& data) {
+        if (offset + data.size() > bytes.size())
+            throw std::runtime_error(layout.name + ": a region runs past the file's end");
+        std::memcpy(bytes.data() + offset, data.data(), data.size());
+    };
+    for (const output::FixedRegion& region : layout.fixed)
+        put(region.offset, region.bytes);
+    std::vector<std::uint32_t> crcs;
+    for (const output::TensorSlot& slot : layout.slots) {
+        std::vector<std::byte> data = materialize(plan, slot.tensor);
+        if (data.size() != slot.length)
+            throw std::runtime_error(layout.name + ": a slot's tensor has another size");
+        put(slot.offset, data);
+        crcs.push_back(crc32_of(data));
+    }
+    if (layout.has_crc_tail()) {
+        for (const output::FixedRegion& region : output::crc_tail(layout, crcs))
+            put(region.offset, region.bytes);
+    }
+    return bytes;
 }
 
 }  // namespace z2f::testing

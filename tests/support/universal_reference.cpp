@@ -37,6 +37,17 @@ UniversalTensorFile read_universal_tensor_file(const std::string& path) {
     const pickle::Value* value = &file.root();
     if (const auto* dict = value->get<pickle::Dict>()) {
         out.param_dict = true;
+        for (const auto& [key, item] : dict->items) {
+            const std::optional<std::string_view> name = key.string();
+            std::string entry = name ? std::string(*name) : "?";
+            if (item.is_bool())
+                entry += item.as_bool() ? "=True" : "=False";
+            else if (item.is_int())
+                entry += "=" + std::to_string(item.as_int());
+            else if (item.get<pickle::Tensor>() == nullptr)
+                entry += "=<other>";
+            out.entries.push_back(entry);
+        }
         value = dict->find("param");
         if (value == nullptr) {
             throw std::runtime_error(path + ": no 'param'");
@@ -50,8 +61,21 @@ UniversalTensorFile read_universal_tensor_file(const std::string& path) {
     out.dtype = located.dtype;
     out.shape = located.shape;
     out.requires_grad = tensor->requires_grad;
+    out.storage_numel = tensor->storage != nullptr ? tensor->storage->numel : 0;
     out.bytes = read_range(path, located.offset, located.length);
     return out;
+}
+
+std::vector<std::string> parallel_universal_fixtures() {
+    return {"tp2_dp2_z1_fp32", "pp2_dp2_z1_fp32"};
+}
+
+std::string parallel_fixture_dir(const std::string& fixture) {
+    return std::string(Z2F_TEST_DATA) + "/deepspeed-parallel/" + fixture;
+}
+
+std::string parallel_universal_reference(const std::string& fixture) {
+    return parallel_fixture_dir(fixture) + "/ref/universal";
 }
 
 std::vector<std::string> universal_param_folders(const std::string& tag_dir) {

@@ -17,9 +17,20 @@ std::vector<std::string> universal_fixtures();
 // <root>/<fixture>/global_step2_universal
 std::string universal_tag_dir(const std::string& fixture);
 
+// The tensor- and pipeline-parallel fixtures that have a ds_to_universal.py reference, and
+// their checkpoint folder and reference root (<fixture>/ref/universal, which holds
+// latest_universal and global_step2_universal/, model-states copies included).
+std::vector<std::string> parallel_universal_fixtures();
+std::string parallel_fixture_dir(const std::string& fixture);
+std::string parallel_universal_reference(const std::string& fixture);
+
 // A universal tensor file: {'cat_dim': 0, 'param': T} (ZeRO-1/2) or T itself (ZeRO-3).
 struct UniversalTensorFile {
     bool param_dict = false;
+    // The dict's keys in order, each scalar value after '=' ("cat_dim=0", "vocab_tensor=True",
+    // "param"); empty for a raw tensor.
+    std::vector<std::string> entries;
+    std::uint64_t storage_numel = 0;  // elements of T's storage (T may view only some)
     DType dtype = DType::kF32;
     std::vector<std::uint64_t> shape;
     bool requires_grad = false;

@@ -16,6 +16,7 @@
 #include "support/test_files.hpp"
 #include "support/universal_reference.hpp"
 #include "zero2fp32/error.hpp"
+#include "zero2fp32/plan.hpp"
 
 namespace z2f::checkpoint {
 namespace {
@@ -150,6 +151,91 @@ TEST(UniversalInput, ParameterFilesAreChecked) {
                             "has 29"),
                   std::string::npos)
             << error.what();
+    }
+}
+
+// Universal checkpoints of tensor- and pipeline-parallel runs, ours and DeepSpeed's alike (its
+// ref/universal trees are the same files but for the vocabulary's storage): one model-states
+// file per model-parallel rank, merged shapes from the parameter files, the engine's weights with
+// the vocabulary stripped, in the order of the original's own conversion.
+TEST(UniversalInput, TensorAndPipelineParallelUniversalCheckpoints) {
+    for (const std::string& fixture : testing::parallel_universal_fixtures()) {
+        SCOPED_TRACE(fixture);
+        CheckpointFiles files =
+            discover_checkpoint(testing::parallel_universal_reference(fixture), "");
+        ASSERT_TRUE(files.universal);
+        ASSERT_EQ(files.model_files.size(), 2u);
+        EXPECT_FALSE(files.per_rank_model_files);
+        EXPECT_TRUE(files.model_files[1].ends_with("/mp_rank_01_model_states.pt"));
+        const CheckpointMeta meta = read_checkpoint_meta(files);
+        plan::ConsolidationPlan result = plan::plan_consolidation(meta, plan::PlanOptions{});
+        auto expected = testing::read_expected_state_dict(testing::parallel_fixture_dir(fixture) +
+                                                          "/expected.pt");
+        ASSERT_EQ(result.plan.tensors.size(), expected.size());
+        for (std::size_t i = 0; i < expected.size(); ++i) {
+            const plan::PlannedTensor& tensor = result.plan.tensors[i];
+            SCOPED_TRACE(expected[i].name);
+            EXPECT_EQ(tensor.name, expected[i].name);
+            EXPECT_EQ(tensor.role, TensorRole::kTrainable);
+            std::vector<std::uint64_t> shape = expected[i].shape;
+            if (tensor.name == "language_model.embedding.word_embeddings.weight")
+                shape[0] = 50;  // original_vocab_size
+            EXPECT_EQ(tensor.shape, shape);
+            const std::vector<std::byte> bytes = testing::materialize(result.plan, i);
+            ASSERT_LE(bytes.size(), expected[i].bytes.size());
+            EXPECT_TRUE(std::equal(bytes.begin(), bytes.end(), expected[i].bytes.begin()));
+        }
+    }
+}
+
+TEST(UniversalInput, ModelParallelRanksAreChecked) {
+    const std::string fixture = "tp2_dp2_z1_fp32";
+    auto error_of = [](const std::string& dir) -> std::pair<ErrorKind, std::string> {
+        try {
+            read_checkpoint_meta(discover_checkpoint(dir, ""));
+        } catch (const Error& error) {
+            return {error.kind(), error.what()};
+        }
+        return {ErrorKind::kInternal, "no error"};
+    };
+    {
+        // TP rank 0's file missing: a hole in the ranks.
+        testing::TempDir dir;
+        testing::copy_tree(testing::parallel_universal_reference(fixture), dir.path());
+        fs::remove(dir.file("global_step2_universal/mp_rank_00_model_states.pt"));
+        auto [kind, message] = error_of(dir.path());
+        EXPECT_EQ(kind, ErrorKind::kInput);
+        EXPECT_NE(message.find("model-parallel rank 0 is missing"), std::string::npos) << message;
+    }
+    {
+        // TP rank 1's file missing: mp_rank_00 alone records mp_world_size 2.
+        testing::TempDir dir;
+        testing::copy_tree(testing::parallel_universal_reference(fixture), dir.path());
+        fs::remove(dir.file("global_step2_universal/mp_rank_01_model_states.pt"));
+        auto [kind, message] = error_of(dir.path());
+        EXPECT_EQ(kind, ErrorKind::kUnsupported);
+        EXPECT_NE(message.find("missing"), std::string::npos) << message;
+    }
+    {
+        // A frozen parameter among TP rank 0's module slices cannot be merged without the rules.
+        CheckpointFiles files =
+            discover_checkpoint(testing::parallel_universal_reference(fixture), "");
+        std::vector<FileMeta> metas;
+        const std::vector<InputFileSpec> inputs = checkpoint_inputs(files);
+        for (std::size_t i = 0; i < inputs.size(); ++i)
+            metas.push_back(read_file_meta(inputs[i], static_cast<std::uint32_t>(i)));
+        EXPECT_EQ(inputs[1].kind, InputKind::kModelParallelRank);
+        auto& model = std::get<ModelStatesInfo>(metas[0].info);
+        NamedTensor frozen = model.module_tensors.front();
+        frozen.name = "language_model.frozen_table.weight";
+        model.module_tensors.push_back(frozen);
+        try {
+            assemble_checkpoint_meta(files, std::move(metas));
+            ADD_FAILURE() << "assembled a frozen TP parameter";
+        } catch (const Error& error) {
+            EXPECT_EQ(error.kind(), ErrorKind::kUnsupported);
+            EXPECT_NE(std::string(error.what()).find("frozen"), std::string::npos) << error.what();
+        }
     }
 }
 

@@ -204,6 +204,25 @@ TEST(UniversalLayout, UnpicklableHyperParametersAreRefused) {
     }
 }
 
+// Rank 0 pads its flat groups when it is also the last rank (W = 1): the universal file has no
+// padded groups and says zeros, as ds_to_universal.py writes them.
+TEST(UniversalLayout, GroupPaddingsAreZeros) {
+    Universal u = universal_of("z2_ws2_twogroups_fp32");
+    const std::vector<std::byte> zeros = universal_optimizer_state_file(u.meta);
+    checkpoint::OptimizerGlobalState& state = u.meta.optim[0].global_state;
+    bool changed = false;
+    for (const checkpoint::PickledEntry& entry : state.entries) {
+        if (entry.key != "group_paddings")
+            continue;
+        for (std::uint32_t child : state.graph.at(entry.value_node).children) {
+            state.graph.nodes.at(child).integer = 2;
+            changed = true;
+        }
+    }
+    ASSERT_TRUE(changed);
+    EXPECT_TRUE(universal_optimizer_state_file(u.meta) == zeros);
+}
+
 TEST(UniversalLayout, LayoutsTileTheirFiles) {
     Universal u = universal_of("z2_ws2_twogroups_fp32");
     for (const UniversalOutputFile& file : u.files) {
