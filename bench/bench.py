@@ -22,8 +22,9 @@ The contenders of the Hugging Face rounds (fp32 output bytes = the copy source's
                    device and a tool run "faster than the device" (--no-fio-hugepages: leave out)
         dd         if=/dev/zero bs=16M iflag=count_bytes oflag=direct conv=fsync, exact bytes
                    (dd drops O_DIRECT for the unaligned last block), its process wall time
-      fio writes whole 4 MiB blocks: its size is the output's rounded up to 4 MiB (<= 0.5 %
-      more bytes on the smallest model; the bytes fio wrote are in the row's label)
+      fio moves only whole --bs blocks, so a last partial block is a second job of one
+      request of its own size (--stonewall, --end_fsync there), the times of both jobs added:
+      fio writes the output's bytes rounded up to 4 KiB (fio_argv())
   (b) cp -r --reflink=never of the copy source + `sync` of the copied files, the source warm
       (also in cold rounds: the copy limit from the page cache). Varies 2-3x on this VM: a
       secondary baseline
@@ -306,17 +307,43 @@ def tree_digest(root: Path) -> str:
     return digest.hexdigest()
 
 
-def fio_escape(path: Path) -> str:
-    return str(path).replace(":", "\\:")  # fio separates --filename entries with ':'
+def fio_argv(fio: str, rw: str, files: list[Path], per_file: int, huge: bool,
+             output: Path) -> list[str]:
+    """fio moving per_file bytes (a multiple of 4 KiB) of each of files, from its start, with
+    16 x 4 MiB in flight (one job over all files, --filename=a:b:...: fio divides --size
+    equally among them and goes round robin). fio only moves whole --bs blocks: a last
+    partial block is a second job (--stonewall: after the first) of one request of its size
+    per file; writes end with --end_fsync=1 in the last job (one fsync of the file, whose
+    blocks both jobs wrote)."""
+    if per_file <= 0 or per_file % 4096:
+        raise SystemExit(f"bench: fio of {per_file} bytes per file")
+    names = ":".join(str(p).replace(":", "\\:") for p in files)  # fio's separator is ':'
+    bulk = per_file // FIO_BLOCK * FIO_BLOCK
+    tail = per_file - bulk
+    argv = [fio, f"--rw={rw}", *FIO_COMMON, "--output-format=json", f"--output={output}"]
+    if huge:
+        argv.append("--iomem=shmhuge")
+    end = ["--end_fsync=1"] if rw == "write" else []
+    if bulk:
+        argv += ["--name=bulk", f"--filename={names}", f"--size={bulk * len(files)}"]
+        argv += [] if tail else end
+    if tail:
+        argv += ["--name=tail", "--stonewall", f"--filename={names}", f"--offset={bulk}",
+                 f"--size={tail * len(files)}", f"--bs={tail}", *end]
+    return argv
 
 
 def fio_result(path: Path, direction: str) -> tuple[float, int]:
-    """(job_runtime in seconds, bytes transferred) of fio's --output-format=json file."""
+    """(job_runtime in seconds, bytes transferred), summed over the jobs of fio's
+    --output-format=json file."""
     text = path.read_text()
-    job = json.loads(text[text.index("{"):])["jobs"][0]
-    if job.get("error"):
-        raise SystemExit(f"bench: fio reported error {job['error']} ({path})")
-    return job["job_runtime"] / 1000.0, job[direction]["io_bytes"]
+    seconds, moved = 0.0, 0
+    for job in json.loads(text[text.index("{"):])["jobs"]:
+        if job.get("error"):
+            raise SystemExit(f"bench: fio reported error {job['error']} ({path})")
+        seconds += job["job_runtime"] / 1000.0
+        moved += job[direction]["io_bytes"]
+    return seconds, moved
 
 
 # --- contenders and samples -----------------------------------------------------------------
@@ -548,28 +575,21 @@ class Bench:
             self.settle(series.cache, [] if cold else inputs)
         sample = Sample(0, 0, 0.0, 0.0)
         if c.kind in ("fio-write", "fio-write-huge"):
-            argv = [self.fio, "--name=write", f"--filename={fio_escape(self.dev_file)}",
-                    "--rw=write", *FIO_COMMON, f"--size={c.nbytes}", "--end_fsync=1",
-                    "--output-format=json", f"--output={self.fio_json}"]
-            if c.kind == "fio-write-huge":
-                argv.append("--iomem=shmhuge")
-            t = timed(argv)
+            t = timed(fio_argv(self.fio, "write", [self.dev_file], c.nbytes,
+                               c.kind == "fio-write-huge", self.fio_json))
             sample.own, sample.moved_bytes = fio_result(self.fio_json, "write")
             sample.seconds = sample.own
         elif c.kind in ("fio-read", "fio-read-huge"):
-            # One job over the files that hold the selected records, --filename=a:b:...:
-            # fio divides --size equally among them and reads each from its start, round robin,
-            # 16 x 4 MiB in flight over the set. The same number of bytes as the records, from
-            # the same files, written by the same writer, cold; only the offsets differ (each
-            # file's start rather than its masters' record), which on one disk costs the same
-            # for 4 MiB requests. At ZeRO the optimizer files hold equal shares.
+            # The needed bytes from the files that hold the selected records, an equal share
+            # of each (at ZeRO the optimizer files hold equal shares), each read from its
+            # start: the same number of bytes from the same files, written by the same writer,
+            # cold; only the offsets differ (each file's start rather than its masters'
+            # record), which on one disk costs the same for 4 MiB requests. Not the records
+            # themselves: fio reads one range per file, and the records' bytes are what the
+            # needed count measures, not where they lie.
             files = series.needed.record_files
-            argv = [self.fio, "--name=read", "--filename=" + ":".join(map(fio_escape, files)),
-                    "--rw=read", *FIO_COMMON, f"--size={c.nbytes}", "--output-format=json",
-                    f"--output={self.fio_json}"]
-            if c.kind == "fio-read-huge":
-                argv.append("--iomem=shmhuge")
-            t = timed(argv)
+            t = timed(fio_argv(self.fio, "read", files, c.nbytes // len(files),
+                               c.kind == "fio-read-huge", self.fio_json))
             sample.own, sample.moved_bytes = fio_result(self.fio_json, "read")
             sample.seconds = sample.own
         elif c.kind == "dd":
@@ -622,7 +642,7 @@ class Bench:
     def device_contenders(self, cache: str, output_bytes: int, needed: Needed) -> list[Contender]:
         """(a), and in cold rounds the reads of (c')."""
         runs = []
-        fio_bytes = round_up(output_bytes, FIO_BLOCK)
+        fio_bytes = round_up(output_bytes, 4096)
         if self.fio:
             runs.append(Contender("fio-write", nbytes=fio_bytes))
             if self.fio_huge:
@@ -631,9 +651,9 @@ class Bench:
         if cache == "cold" and self.fio:
             files = needed.record_files
             smallest = min(p.stat().st_size for p in files)
-            share = round_up(-(-needed.total // len(files)), FIO_BLOCK)
-            if share > smallest:  # whole 4 MiB blocks only: a little less than needed
-                share = smallest // FIO_BLOCK * FIO_BLOCK
+            # Universal output needs (nearly) all of each file, plus the model files' pickles:
+            # then each whole file, rounded down to 4 KiB (the bytes read are in the label).
+            share = min(round_up(-(-needed.total // len(files)), 4096), smallest // 4096 * 4096)
             runs.append(Contender("fio-read", nbytes=share * len(files)))
             if self.fio_huge:
                 runs.append(Contender("fio-read-huge", nbytes=share * len(files)))
@@ -1038,6 +1058,15 @@ def filesystem(path: Path) -> str:
     return f"{parts[2]} ({parts[3]})" if len(parts) >= 4 else "unknown"
 
 
+def tool_version(bench: Bench) -> str:
+    """The binary's version and the checkout's commit (dirty or not): what was measured."""
+    version = subprocess.run([str(bench.z2f), "--version"], capture_output=True, text=True,
+                             env=bench.env).stdout.strip()
+    commit = subprocess.run(["git", "-C", str(REPO), "describe", "--always", "--dirty"],
+                            capture_output=True, text=True).stdout.strip()
+    return f"{version or 'zero2fp32-mpi ?'}, built from commit {commit or '?'} in {bench.build}"
+
+
 def write_results(bench: Bench, metadata: list[dict], started: str) -> list[str]:
     results = bench.results
     args = bench.args
@@ -1078,13 +1107,14 @@ def write_results(bench: Bench, metadata: list[dict], started: str) -> list[str]
              f"- machine: {os.cpu_count()} cores, {platform.release()}, {meminfo_gib():.0f} GiB "
              f"RAM; work dir {bench.work} on {filesystem(bench.work)}; load average at the end "
              f"{os.getloadavg()[0]:.1f}",
-             f"- command: `{shlex.join(sys.argv)}`",
+             f"- command: `{shlex.join(sys.argv)}`; {tool_version(bench)}",
              f"- {args.repeat} interleaved rounds: every contender once per round, each round "
              f"starting one contender later; cache states {', '.join(args.cache)} "
              "(warm: outputs deleted, `sync`, inputs read once with `cat`; cold: outputs "
              "deleted, `sync; echo 3 > /proc/sys/vm/drop_caches`) before every contender",
              f"- (a), the device's write limit of each round: the fastest of {a_kinds}, writing "
-             "the output's bytes (fio: rounded up to whole 4 MiB blocks)",
+             "the output's bytes (fio: rounded up to 4 KiB, a last partial 4 MiB block as a "
+             "second job, both jobs' times added)",
              "- (b): `cp -r --reflink=never` of the tool's own output + `sync` of the copies, "
              "from a warm source (also in cold rounds); varies 2–3× on this VM",
              "- (c') (cold): the fastest fio direct read (io_uring, 16 × 4 MiB) of the needed "
@@ -1157,12 +1187,15 @@ def plot(path: Path, rows: list[dict], caches: list[str]) -> None:
                 series.setdefault(label, []).append((sizes[r["model"]], r["median_s"]))
         for label, points in sorted(series.items()):
             points.sort()
-            style = {"linewidth": 2.5, "color": "black"} if label.startswith("(a)") else (
-                {"linewidth": 2.5, "color": "gray"} if label.startswith("(") else {})
+            style = {"(a)": {"linewidth": 2.5, "color": "black"},
+                     "(b)": {"linewidth": 2.5, "color": "gray"},
+                     "(c'": {"linewidth": 2.5, "color": "black", "linestyle": "--"}}.get(
+                         label[:3], {})
             axis.plot([p[0] for p in points], [p[1] for p in points], marker="o", label=label,
                       **style)
         axis.set(xlabel="fp32 output (GB)", ylabel="wall time (s), median",
-                 title=f"{cache} inputs")
+                 title=f"{cache} inputs, 1 and 2 ranks, fp32 output")
+        axis.set_ylim(bottom=0)
         axis.legend(fontsize=7)
     rss_axis = axes[-1]
     series = {}
