@@ -14,12 +14,15 @@ The contenders of the Hugging Face rounds (fp32 output bytes = the copy source's
   (a) the device's write limit, per round the fastest of
         fio        --rw=write --direct=1 --ioengine=io_uring --iodepth=16 --bs=4M --end_fsync=1,
                    its own job_runtime (end_fsync included; its process wall time is recorded
-                   too: fio spends ~0.3 s starting up and laying out its file)
+                   too: fio spends 0.5-1 s starting up, laying out its file and exiting)
         fio huge   the same with its buffers in huge pages (--iomem=shmhuge; root: 40 hugetlb
                    pages are reserved for the run and given back at exit). Our blocks are in
-                   transparent huge pages, which on this disk is worth up to 1.5-2x for direct
-                   writes (docs/io-engine.md): without this row (a) can be slower than the
-                   device and a tool run "faster than the device" (--no-fio-hugepages: leave out)
+                   transparent huge pages, and on this VM that alone makes 4 MiB direct
+                   requests 1.4-1.7x faster (docs/io-engine.md; /proc/diskstats shows the same
+                   number and size of requests either way, fio's completion latency is what
+                   drops): without this row (a) is no device limit for our writer, and a ratio
+                   to it flatters the tool. --no-fio-hugepages leaves it out (then (a) is what
+                   issue 14 words); the checks print the ratio to both
         dd         if=/dev/zero bs=16M iflag=count_bytes oflag=direct conv=fsync, exact bytes
                    (dd drops O_DIRECT for the unaligned last block), its process wall time
       fio moves only whole --bs blocks, so a last partial block is a second job of one
@@ -211,8 +214,13 @@ def needed_bytes(tag: Path, universal: bool) -> Needed:
       the model files, buffers and frozen parameters: at ZeRO-3 every file's
       frozen_param_fragments, else the first model file's module tensors named in
       buffer_names or frozen_param_shapes, buffers at ZeRO-3 from the first model file too;
-    - universal output: also every tensor of optimizer_state_dict.optimizer_state_dict.state
-      (exp_avg, exp_avg_sq, step).
+    - universal output: also every tensor of the optimizer's state (exp_avg, exp_avg_sq, step):
+      optimizer_state_dict.optimizer_state_dict.state at ZeRO-3,
+      optimizer_state_dict.base_optimizer_state at ZeRO-1/2; and the model-state files whole,
+      which the universal checkpoint holds copies of.
+
+    What the tool reads beyond this shows in read ÷ needed: e.g. a 64 KiB search for the end
+    of each zip directory (65,557 bytes per file, mostly bytes read again).
 
     The synthetic models have neither buffers nor frozen parameters: the bench's figures come
     from the optimizer files alone. Data-parallel checkpoints only (TP copies are not counted).
@@ -239,9 +247,11 @@ def needed_bytes(tag: Path, universal: bool) -> Needed:
             for name in ("fp32_flat_groups", "single_partition_of_fp32_groups"):
                 if name in state:
                     storage_keys(state[name], keys)
-            if universal:
-                inner = state.get("optimizer_state_dict", {})
-                storage_keys(inner.get("state", {}) if isinstance(inner, dict) else {}, keys)
+            if universal:  # the moments: ZeRO-3's, ZeRO-1/2's base optimizer's state
+                for name in ("optimizer_state_dict", "base_optimizer_state"):
+                    inner = state.get(name)
+                    storage_keys(inner.get("state", inner) if isinstance(inner, dict) else inner,
+                                 keys)
         elif isinstance(obj, dict) and "module" in obj:
             storage_keys(obj.get("frozen_param_fragments", {}), keys)
             if first_model:
@@ -258,6 +268,8 @@ def needed_bytes(tag: Path, universal: bool) -> Needed:
         selected = sum(ZIP_LOCAL_HEADER + records[k].compress_size for k in keys)
         per_file[path.name] = (ZIP_LOCAL_HEADER + pickles[0].compress_size + directory
                                + selected)
+        if universal and isinstance(obj, dict) and "module" in obj:
+            per_file[path.name] = path.stat().st_size  # copied into the universal checkpoint
         if selected:
             record_files.append(path)
     return Needed(sum(per_file.values()), per_file, record_files)
