@@ -1202,10 +1202,10 @@ def plot(path: Path, rows: list[dict], caches: list[str]) -> None:
             points.sort()
             style = {"(a)": {"linewidth": 2.5, "color": "black"},
                      "(b)": {"linewidth": 2.5, "color": "gray"},
-                     "(c'": {"linewidth": 2.5, "color": "black", "linestyle": "--"}}.get(
-                         label[:3], {})
-            axis.plot([p[0] for p in points], [p[1] for p in points], marker="o", label=label,
-                      **style)
+                     "(c'": {"linewidth": 2.5, "color": "black", "linestyle": "--",
+                             "marker": "s"}}.get(label[:3], {})
+            style.setdefault("marker", "o")
+            axis.plot([p[0] for p in points], [p[1] for p in points], label=label, **style)
         axis.set(xlabel="fp32 output (GB)", ylabel="wall time (s), median",
                  title=f"{cache} inputs, 1 and 2 ranks, fp32 output")
         axis.set_ylim(bottom=0)
