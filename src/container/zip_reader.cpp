@@ -43,20 +43,36 @@ struct EndOfDirectory {
 // Finds the end record in the file's tail and, when present, follows the ZIP64 locator.
 EndOfDirectory read_end_of_directory(const io::File& file, std::uint64_t file_size) {
     const std::string& path = file.path();
-    std::uint64_t tail_size = std::min<std::uint64_t>(file_size, kEndRecordSize + kMaxCommentSize);
-    std::uint64_t tail_start = file_size - tail_size;
-    std::vector<std::byte> tail = read_bytes(file, tail_start, tail_size);
-
+    // The last end record whose comment fits, searched backwards from the end. First in the
+    // last bytes alone (an archive without a comment, as torch writes it, with its ZIP64
+    // locator before the record): the full window of the longest comment re-reads 64 KiB of
+    // data the conversion reads anyway. The small window is a suffix of the full one and the
+    // search runs backwards, so both find the same record.
+    std::uint64_t tail_size = 0;
+    std::uint64_t tail_start = 0;
+    std::vector<std::byte> tail;
     std::optional<std::size_t> found;
-    for (std::size_t pos = tail.size() - kEndRecordSize + 1; pos-- > 0;) {
-        if (load_le<std::uint32_t>(&tail[pos]) != kEndSignature) {
-            continue;
+    for (std::uint64_t window :
+         {kEndRecordSize + kZip64LocatorSize, kEndRecordSize + kMaxCommentSize}) {
+        if (tail_size == std::min<std::uint64_t>(file_size, window))
+            break;  // the file is no longer than the first window
+        tail_size = std::min<std::uint64_t>(file_size, window);
+        tail_start = file_size - tail_size;
+        tail = read_bytes(file, tail_start, tail_size);
+        const std::size_t last =
+            tail.size() >= kEndRecordSize ? tail.size() - kEndRecordSize + 1 : 0;
+        for (std::size_t pos = last; pos-- > 0;) {
+            if (load_le<std::uint32_t>(&tail[pos]) != kEndSignature) {
+                continue;
+            }
+            std::size_t comment = load_le<std::uint16_t>(&tail[pos + 20]);
+            if (pos + kEndRecordSize + comment <= tail.size()) {
+                found = pos;
+                break;
+            }
         }
-        std::size_t comment = load_le<std::uint16_t>(&tail[pos + 20]);
-        if (pos + kEndRecordSize + comment <= tail.size()) {
-            found = pos;
+        if (found)
             break;
-        }
     }
     if (!found) {
         throw_input_error(path,

@@ -60,6 +60,7 @@ DirectCopier::DirectCopier(InputFiles& inputs, std::vector<std::string> paths,
         reader.block_size = std::min(at_least_a_block(options.block_size),
                                      at_least_a_block(reader.memory_budget / 2));
         reader.blocks_in_flight = 4;
+        reader.unit_cache_bytes = at_least_a_block(options.buffer_size / 16);
         reader_ = std::make_unique<DirectReader>(std::move(paths), reads_, reader);
     }
 }

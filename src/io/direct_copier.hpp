@@ -17,9 +17,10 @@
 // pieces on the way (check_ranges.hpp), the slot CRC (zip records) the output bytes.
 //
 // Memory: within `buffer_size`: half for the writer's blocks (at least two in flight, each at
-// most the plan's block), a quarter for the reader's (direct reads only), an eighth and a
-// sixteenth for the conversion's staging and chunk; each at least one 4 KiB block. With the
-// default 16 MiB: two 4 MiB writer blocks, two 2 MiB reader blocks. Direct reads follow a list of
+// most the plan's block), a quarter for the reader's and a sixteenth for its copies of shared
+// pages (direct reads only), an eighth and a sixteenth for the conversion's staging and chunk;
+// each at least one 4 KiB block. With the default 16 MiB: two 4 MiB writer blocks, two 2 MiB
+// reader blocks. Direct reads follow a list of
 // every extent the copies will read, in order, given up front (`reads`): the reader runs ahead
 // along it.
 //

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdint>
 #include <string>
 #include <unordered_map>
 
@@ -75,6 +76,7 @@ DirectReader::DirectReader(std::vector<std::string> paths, std::vector<ReadRange
         count = 1;
     }
     block_size_ = block;
+    unit_budget_ = options.unit_cache_bytes;
 
     switch (options.mode) {
         case ReadMode::kDirect:
@@ -175,15 +177,61 @@ bool DirectReader::plan_window(std::size_t block) {
     }
     window.needed = static_cast<std::size_t>(covered - window.begin);
     window.length = static_cast<std::size_t>(round_up(covered, granule) - window.begin);
+    if (input(file).direct) {
+        // Units of this window that an earlier one read: copied, not read again.
+        const auto unit = static_cast<std::size_t>(granule);
+        if (const std::vector<std::byte>* head = cached_unit(file, window.begin)) {
+            std::copy(head->begin(), head->end(), blocks_[block].data());
+            window.reused_head = window.done = unit;
+        }
+        const std::uint64_t last = window.begin + window.length - unit;
+        if (window.length >= window.reused_head + unit) {
+            if (const std::vector<std::byte>* tail = cached_unit(file, last)) {
+                std::copy(tail->begin(), tail->end(), blocks_[block].data() + window.length - unit);
+                window.reused_tail = unit;
+            }
+        }
+    }
     windows_.push_back(std::move(window));
-    submit(windows_.back());
+    if (windows_.back().done >= request_end(windows_.back())) {
+        windows_.back().complete = true;  // all from the cache
+    } else {
+        submit(windows_.back());
+    }
     return true;
+}
+
+std::size_t DirectReader::request_end(const Window& window) noexcept {
+    return std::min(window.needed, window.length - window.reused_tail);
+}
+
+const std::vector<std::byte>* DirectReader::cached_unit(std::uint32_t file,
+                                                        std::uint64_t offset) const {
+    auto found = units_.find({file, offset});
+    return found == units_.end() ? nullptr : &found->second;
+}
+
+void DirectReader::cache_unit(std::uint32_t file, std::uint64_t offset, const std::byte* bytes,
+                              std::size_t length) {
+    if (length > unit_budget_ || units_.count({file, offset}) != 0)
+        return;
+    while (unit_bytes_ + length > unit_budget_ && !unit_order_.empty()) {
+        auto oldest = units_.find(unit_order_.front());
+        unit_bytes_ -= oldest->second.size();
+        units_.erase(oldest);
+        unit_order_.pop_front();
+    }
+    units_.emplace(std::pair{file, offset}, std::vector<std::byte>(bytes, bytes + length));
+    unit_order_.emplace_back(file, offset);
+    unit_bytes_ += length;
 }
 
 void DirectReader::submit(Window& window) {
     InputState& state = *inputs_[window.file];
+    // Up to the cached tail unit, if any (the request stays aligned: so is the unit).
+    const std::size_t end = std::max(window.length - window.reused_tail, window.done);
     io_->submit({&state.file, IoDirection::kRead, blocks_[window.block].data() + window.done,
-                 window.length - window.done, window.begin + window.done, window.block});
+                 end - window.done, window.begin + window.done, window.block});
 }
 
 DirectReader::Window& DirectReader::window_of_block(std::size_t block) {
@@ -229,9 +277,21 @@ void DirectReader::reap_one() {
     }
     window.done += static_cast<std::size_t>(result);
     state.any_success = true;
-    if (window.done >= window.needed) {
-        count_bytes_read(window.done);
+    if (window.done >= request_end(window)) {
+        count_bytes_read(window.done - window.reused_head);
         window.complete = true;
+        if (state.direct && window.done >= window.length - window.reused_tail) {
+            // Its first and last units, when they hold bytes of ranges not read here.
+            const auto unit = static_cast<std::size_t>(state.granule);
+            const std::byte* data = blocks_[window.block].data();
+            const std::size_t first_needed =
+                window.pieces.empty() ? 0 : window.pieces.front().offset_in_window;
+            if (window.reused_head == 0 && first_needed > 0)
+                cache_unit(window.file, window.begin, data, unit);
+            if (window.reused_tail == 0 && window.needed % unit != 0)
+                cache_unit(window.file, window.begin + window.length - unit,
+                           data + window.length - unit, unit);
+        }
         return;
     }
     if (result == 0 || error_) {

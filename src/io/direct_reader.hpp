@@ -15,6 +15,12 @@
 // order, each range's pieces in offset order, and concatenated they are exactly the range; a
 // range of length 0 gives no piece. next() returns nullopt after the last piece.
 //
+// No byte is read twice in direct mode when ranges share an aligned unit (two tensors in one
+// page, read at different times): a window that reads a unit holding bytes of other ranges
+// keeps a copy, and a later window starting or ending in that unit takes it from there. The
+// copies are bounded (`unit_cache_bytes`, oldest dropped first): beyond that a unit may be
+// read twice.
+//
 // Direct or buffered. In direct mode (O_DIRECT) requests are aligned to the file system's
 // direct-I/O alignment (statx STATX_DIOALIGN, at least 4096) and bypass the page cache: the
 // fastest way to read bytes that are not cached, and nothing is left in the cache. Bytes
@@ -24,7 +30,8 @@
 // system refuses O_DIRECT (EINVAL at open or on the first read) is read buffered.
 //
 // Memory. At most min(blocks_in_flight, memory_budget / block_size) blocks of block_size
-// bytes, plus a small record per piece of the windows in flight. Files are opened at first use
+// bytes, the unit cache (`unit_cache_bytes`), and a small record per piece of the windows in
+// flight. Files are opened at first use
 // and stay open until the reader is destroyed.
 //
 // Errors. A failed read is an Error naming the file and offset; a range past the end of its
@@ -36,6 +43,7 @@
 #include <cstdint>
 #include <deque>
 #include <exception>
+#include <map>
 #include <memory>
 #include <optional>
 #include <span>
@@ -69,6 +77,8 @@ struct DirectReaderOptions {
     std::size_t warm_samples = 32;
     // Blocks of 2 MiB or more in transparent huge pages (aligned_buffer.hpp says why).
     bool huge_pages = true;
+    // Copies of aligned units shared by ranges read at different times (see above).
+    std::size_t unit_cache_bytes = std::size_t{1} << 20;
 };
 
 // Fraction of the pages cached in up to `samples` windows of 256 KiB spread evenly over the
@@ -123,13 +133,23 @@ class DirectReader {
         std::size_t length = 0;   // of the request, aligned
         std::size_t needed = 0;   // bytes from `begin` the pieces need
         std::size_t done = 0;
+        std::size_t reused_head = 0;  // bytes at the start copied from the unit cache, not read
+        std::size_t reused_tail = 0;  // the same at the end
         std::size_t block = 0;
         bool complete = false;
         std::vector<PieceRef> pieces;
         std::size_t next_piece = 0;
     };
 
+    // The bytes a window's request must bring: up to `needed`, short of the cached tail unit.
+    static std::size_t request_end(const Window& window) noexcept;
     InputState& input(std::uint32_t file);
+    // Boundary units: an aligned unit of which a window needs only part (the rest belongs to a
+    // range read later: another tensor sharing the page) is kept, so that the later window
+    // takes it from memory. Bounded: the oldest go first.
+    const std::vector<std::byte>* cached_unit(std::uint32_t file, std::uint64_t offset) const;
+    void cache_unit(std::uint32_t file, std::uint64_t offset, const std::byte* bytes,
+                    std::size_t length);
     bool plan_window(std::size_t block);
     void submit(Window& window);
     void reap_one();
@@ -139,6 +159,10 @@ class DirectReader {
     std::vector<std::string> paths_;
     std::vector<ReadRange> ranges_;
     std::size_t block_size_ = 0;
+    std::map<std::pair<std::uint32_t, std::uint64_t>, std::vector<std::byte>> units_;
+    std::deque<std::pair<std::uint32_t, std::uint64_t>> unit_order_;  // oldest first
+    std::size_t unit_budget_ = 0;                                     // bytes
+    std::size_t unit_bytes_ = 0;
     bool direct_ = false;
     double sampled_fraction_ = -1.0;
 

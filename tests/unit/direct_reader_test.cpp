@@ -159,6 +159,27 @@ TEST_P(DirectReaderCases, ContiguousExtentsAreReadOnceThroughSharedWindows) {
     EXPECT_LE(io_counters().bytes_read - before.bytes_read, inputs.contents[0].size() + 4096);
 }
 
+TEST_P(DirectReaderCases, InterleavedFilesAreReadOnceToo) {
+    // ZeRO-3's order: slice t of file 0, of file 1, of file 2, then slice t + 1 of each; the
+    // slices of one file follow one another at unaligned offsets. The page a slice ends in is
+    // not read again for the next slice of its file.
+    Inputs inputs({3 * kBlock + 77, 3 * kBlock + 77, 3 * kBlock + 77});
+    std::vector<ReadRange> ranges;
+    const std::uint64_t slice = 1234;
+    for (std::uint64_t at = 0; at < 3 * kBlock + 77; at += slice) {
+        for (std::uint32_t file = 0; file < 3; ++file)
+            ranges.push_back({file, at, std::min<std::uint64_t>(slice, 3 * kBlock + 77 - at)});
+    }
+    const IoCounters before = io_counters();
+    DirectReader reader(inputs.paths, ranges, small_blocks(GetParam().engine, GetParam().mode));
+    const auto got = read_all(reader, ranges.size());
+    for (std::size_t i = 0; i < ranges.size(); ++i) {
+        ASSERT_EQ(got[i], inputs.expected(ranges[i])) << "range " << i;
+    }
+    // Every byte once, plus at most the alignment at each file's end.
+    EXPECT_LE(io_counters().bytes_read - before.bytes_read, 3 * (3 * kBlock + 77 + 4096));
+}
+
 TEST_P(DirectReaderCases, DestructionMidStream) {
     Inputs inputs({20 * kBlock, 10});
     std::vector<ReadRange> ranges = {{0, 3, 20 * kBlock - 3}};
