@@ -98,7 +98,7 @@ struct Options {
 
     IoBackend io = IoBackend::kDirect;
     ReadMode read_mode = ReadMode::kAuto;
-    std::uint64_t buffer_size = std::uint64_t{16} << 20;  // per rank; bounds its memory
+    std::uint64_t buffer_size = std::uint64_t{32} << 20;  // per rank; bounds its memory
     // The direct-I/O block: the unit of every write (kDirect), and where files shared by
     // several ranks are cut (plan/ownership.hpp), so an input of the plan. A multiple of 4096.
     std::uint64_t block_size = std::uint64_t{4} << 20;

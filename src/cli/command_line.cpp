@@ -150,7 +150,7 @@ CommandLine parse_command_line(int argc, const char* const* argv) {
         "how --io direct reads the checkpoint: auto (default: buffered when it is in the page "
         "cache, O_DIRECT when not), buffered or direct")(
         "buffer-size", po::value<std::string>(),
-        "I/O buffer per rank (default 16MiB; same units as --max-shard-size); bounds memory "
+        "I/O buffer per rank (default 32MiB; same units as --max-shard-size); bounds memory "
         "use")("block-size", po::value<std::string>(),
                "direct-I/O block (default 4MiB, a multiple of 4KiB): the unit of --io direct's "
                "writes and where files shared by several ranks are cut; on Lustre or GPFS a "

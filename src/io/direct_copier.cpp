@@ -25,12 +25,17 @@ DirectWriterOptions writer_options(const DirectCopyOptions& options) {
     DirectWriterOptions writer;
     writer.engine = options.write_engine;
     writer.memory_budget = at_least_a_block(options.buffer_size / 2);
-    // At least two blocks in flight, so the device is never idle while a block is filled: a
-    // plan block larger than that (a 16 MiB Lustre stripe with the default buffer) means
-    // smaller writer blocks, never more memory. The plan's cuts are multiples of any of them.
-    writer.block_size =
-        std::min(at_least_a_block(options.block_size), at_least_a_block(writer.memory_budget / 2));
-    writer.blocks_in_flight = 4;
+    // Requests in flight keep the device busy while the next block is filled: eight of the
+    // budget's eighth, but not below 2 MiB (one huge page: smaller blocks were slower,
+    // docs/io-engine.md) unless the budget allows no two of those, and never above the
+    // plan's block. A large plan block (a 16 MiB Lustre stripe) means smaller writer blocks,
+    // never more memory; the plan's cuts are multiples of any of them.
+    const std::size_t two_mib = std::size_t{2} << 20;
+    writer.block_size = std::min(
+        at_least_a_block(options.block_size),
+        at_least_a_block(std::max(writer.memory_budget / 8,
+                                  std::min(two_mib, writer.memory_budget / 2))));
+    writer.blocks_in_flight = 8;
     return writer;
 }
 
