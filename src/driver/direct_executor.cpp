@@ -106,15 +106,7 @@ void write_ranges(const run::RunPlan& plan, const RankTarget& target,
 void execute_tasks_direct(const run::RunPlan& plan, const RankTarget& target,
                           io::InputFiles& inputs, const io::DirectCopyOptions& options,
                           ExecuteReport& report, InputCheck* check) {
-    // Smallest tasks first, as execute_tasks does.
-    std::vector<const plan::WriteTask*> mine;
-    for (const plan::WriteTask* task : plan.tasks_of(target.rank)) {
-        if (!plan.files[task->file].skip)
-            mine.push_back(task);
-    }
-    std::stable_sort(
-        mine.begin(), mine.end(),
-        [](const plan::WriteTask* a, const plan::WriteTask* b) { return a->bytes < b->bytes; });
+    const std::vector<const plan::WriteTask*> mine = tasks_to_write(plan, target.rank);
 
     // Every task's parts and copies first: the direct reader reads ahead along all of them.
     std::vector<DirectTask> work(mine.size());

@@ -77,17 +77,7 @@ void execute_tasks(const run::RunPlan& plan, const RankTarget& target, io::Input
         check->piece_crcs.assign(check->plan.pieces.size(), 0);
         copier.collect_piece_crcs(check->piece_crcs);
     }
-    // Smallest tasks first: if the run is interrupted (time limit, full disk), the most files
-    // are complete and --resume has the least left to do.
-    std::vector<const plan::WriteTask*> mine;
-    for (const plan::WriteTask* task : plan.tasks_of(target.rank)) {
-        if (!plan.files[task->file].skip)
-            mine.push_back(task);
-    }
-    std::stable_sort(
-        mine.begin(), mine.end(),
-        [](const plan::WriteTask* a, const plan::WriteTask* b) { return a->bytes < b->bytes; });
-    for (const plan::WriteTask* task : mine) {
+    for (const plan::WriteTask* task : tasks_to_write(plan, target.rank)) {
         const run::OutputFileRecord& record = plan.files[task->file];
         const output::OutputFileLayout& layout = record.layout;
         const std::string temp = temp_path(target.output_dir, record.name());

@@ -1,5 +1,7 @@
 #include "driver/task_copies.hpp"
 
+#include <algorithm>
+
 namespace z2f::driver {
 
 std::vector<io::SlotCopy> slot_copies(const run::RunPlan& plan, const plan::WriteTask& task,
@@ -31,6 +33,18 @@ std::vector<io::SlotCopy> slot_copies(const run::RunPlan& plan, const plan::Writ
 
 std::string final_path(const std::string& output_dir, const run::OutputFileRecord& file) {
     return output_dir + "/" + file.name();
+}
+
+std::vector<const plan::WriteTask*> tasks_to_write(const run::RunPlan& plan, std::uint32_t rank) {
+    std::vector<const plan::WriteTask*> mine;
+    for (const plan::WriteTask* task : plan.tasks_of(rank)) {
+        if (!plan.files[task->file].skip)
+            mine.push_back(task);
+    }
+    std::stable_sort(
+        mine.begin(), mine.end(),
+        [](const plan::WriteTask* a, const plan::WriteTask* b) { return a->bytes < b->bytes; });
+    return mine;
 }
 
 }  // namespace z2f::driver

@@ -19,6 +19,10 @@ std::vector<io::SlotCopy> slot_copies(const run::RunPlan& plan, const plan::Writ
                                       const std::vector<run::SlotPart>& parts,
                                       const InputCheck* check);
 
+// This rank's tasks of the files not skipped, smallest first: if the run is interrupted (time
+// limit, full disk), the most files are complete and --resume has the least left to do.
+std::vector<const plan::WriteTask*> tasks_to_write(const run::RunPlan& plan, std::uint32_t rank);
+
 // OUT_DIR/<file name>: where a complete file goes.
 std::string final_path(const std::string& output_dir, const run::OutputFileRecord& file);
 

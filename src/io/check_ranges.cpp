@@ -31,4 +31,20 @@ void fold_check_ranges(std::span<const CrcRange> ranges, std::span<std::uint32_t
     }
 }
 
+std::uint32_t checksum_range(const File& input, std::uint64_t offset, std::uint64_t length,
+                             std::span<std::byte> buffer,
+                             const std::function<void(std::uint64_t, std::size_t)>& after_chunk) {
+    std::uint32_t crc = 0;
+    std::uint64_t done = 0;
+    while (done < length) {
+        std::span<std::byte> chunk = buffer.first(
+            static_cast<std::size_t>(std::min<std::uint64_t>(buffer.size(), length - done)));
+        input.read_exact(offset + done, chunk);
+        crc = crc32_update(crc, chunk);
+        after_chunk(offset + done, chunk.size());
+        done += chunk.size();
+    }
+    return crc;
+}
+
 }  // namespace z2f::io

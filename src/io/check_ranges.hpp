@@ -5,9 +5,11 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <span>
 
 #include "common/extent.hpp"
+#include "io/posix_file.hpp"
 
 namespace z2f::io {
 
@@ -17,5 +19,11 @@ namespace z2f::io {
 void fold_check_ranges(std::span<const CrcRange> ranges, std::span<std::uint32_t> piece_crcs,
                        std::uint32_t extent, std::uint64_t offset, std::span<const std::byte> chunk,
                        std::size_t& next);
+
+// The CRC-32 of bytes [offset, offset + length) of `input`, read through `buffer` for the
+// input check alone; `after_chunk(offset, bytes)` is called after each chunk (a chance to stop).
+std::uint32_t checksum_range(const File& input, std::uint64_t offset, std::uint64_t length,
+                             std::span<std::byte> buffer,
+                             const std::function<void(std::uint64_t, std::size_t)>& after_chunk);
 
 }  // namespace z2f::io

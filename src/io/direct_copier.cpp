@@ -31,10 +31,10 @@ DirectWriterOptions writer_options(const DirectCopyOptions& options) {
     // plan's block. A large plan block (a 16 MiB Lustre stripe) means smaller writer blocks,
     // never more memory; the plan's cuts are multiples of any of them.
     const std::size_t two_mib = std::size_t{2} << 20;
-    writer.block_size = std::min(
-        at_least_a_block(options.block_size),
-        at_least_a_block(std::max(writer.memory_budget / 8,
-                                  std::min(two_mib, writer.memory_budget / 2))));
+    writer.block_size =
+        std::min(at_least_a_block(options.block_size),
+                 at_least_a_block(std::max(writer.memory_budget / 8,
+                                           std::min(two_mib, writer.memory_budget / 2))));
     writer.blocks_in_flight = 8;
     return writer;
 }
@@ -235,19 +235,10 @@ void DirectCopier::copy_slot(const SlotCopy& slot, std::uint32_t& crc) {
 }
 
 std::uint32_t DirectCopier::checksum(const SourceExtent& range) {
-    const File& input = inputs_.get(range.file);
-    std::span<std::byte> buffer = chunk_.span();
-    std::uint32_t crc = 0;
-    std::uint64_t done = 0;
-    while (done < range.length) {
-        std::span<std::byte> chunk = buffer.first(
-            static_cast<std::size_t>(std::min<std::uint64_t>(buffer.size(), range.length - done)));
-        input.read_exact(range.offset + done, chunk);
-        crc = crc32_update(crc, chunk);
-        done += chunk.size();
-        progress(0);  // a chance to stop: signals, a failed peer
-    }
-    return crc;
+    return checksum_range(inputs_.get(range.file), range.offset, range.length, chunk_.span(),
+                          [&](std::uint64_t, std::size_t) {
+                              progress(0);  // a chance to stop: signals, a failed peer
+                          });
 }
 
 }  // namespace z2f::io

@@ -330,20 +330,13 @@ void ExtentCopier::check_chunk(const SlotCopy& slot, std::uint32_t extent, std::
 }
 
 std::uint32_t ExtentCopier::checksum(const SourceExtent& range) {
-    const File& input = inputs_.get(range.file);
-    std::span<std::byte> buffer = input_chunk();
-    std::uint32_t crc = 0;
-    std::uint64_t done = 0;
-    while (done < range.length) {
-        std::span<std::byte> chunk = buffer.first(
-            static_cast<std::size_t>(std::min<std::uint64_t>(buffer.size(), range.length - done)));
-        input.read_exact(range.offset + done, chunk);
-        crc = crc32_update(crc, chunk);
-        note_read(range.file, range.offset + done, chunk.size());
-        done += chunk.size();
-        if (options_.on_progress)
-            options_.on_progress(0);  // a chance to stop: signals, a failed peer
-    }
+    const std::uint32_t crc =
+        checksum_range(inputs_.get(range.file), range.offset, range.length, input_chunk(),
+                       [&](std::uint64_t offset, std::size_t bytes) {
+                           note_read(range.file, offset, bytes);
+                           if (options_.on_progress)
+                               options_.on_progress(0);  // a chance to stop: signals, a failed peer
+                       });
     drop_all_read();
     return crc;
 }
