@@ -2,6 +2,7 @@
 // takes, the discovery payload between ranks, the public plan of each parallel fixture (grid,
 // merge rules, files), the replicas check reading each copy, and the refusal of what the copy
 // engine cannot execute yet (averaged replicas).
+#include <algorithm>
 #include <cstring>
 
 #include <gtest/gtest.h>
@@ -10,6 +11,7 @@
 #include "checkpoint/parallel_assemble.hpp"
 #include "checkpoint/routing.hpp"
 #include "driver/replica_check.hpp"
+#include "plan/parallel_plan.hpp"
 #include "run/run_plan.hpp"
 #include "support/test_files.hpp"
 #include "zero2fp32/error.hpp"
@@ -119,21 +121,33 @@ TEST(Routing, PublicPlanShowsTheGridAndTheMergeRules) {
     EXPECT_FALSE(plain.parallel.has_value());
 }
 
-TEST(Routing, AveragedReplicasAreRefusedUntilTheEngineComputesMeans) {
+TEST(Routing, AveragedReplicasArePlannedAsTheMeanOfEveryCopy) {
     Options options;
     options.tp_replicated = TpReplicated::kAverage;
-    try {
-        plan_conversion(parallel_fixture("tp2_dp2_z1_fp32"), options);
-        FAIL() << "expected a refusal";
-    } catch (const Error& error) {
-        EXPECT_EQ(error.kind(), ErrorKind::kUnsupported);
-        EXPECT_NE(std::string(error.what()).find("--tp-replicated check or first"),
-                  std::string::npos)
-            << error.what();
+    ConversionPlan plan = plan_conversion(parallel_fixture("tp2_dp2_z1_fp32"), options);
+    auto norm = std::find_if(plan.tensors.begin(), plan.tensors.end(), [](const auto& tensor) {
+        return tensor.name == "language_model.encoder.final_layernorm.weight";
+    });
+    ASSERT_NE(norm, plan.tensors.end());
+    EXPECT_NE(norm->merge.find("averaged"), std::string::npos) << norm->merge;
+    // Its replicas, one per TP rank, are what the engine averages (the flat extents are not).
+    checkpoint::ParallelCheckpointMeta meta = checkpoint::read_parallel_checkpoint_meta(
+        checkpoint::discover_file_grid(parallel_fixture("tp2_dp2_z1_fp32"), ""));
+    plan::ParallelPlanOptions parallel;
+    parallel.tp_replicated = plan::ReplicaPolicy::kAverage;
+    plan::PiecedPlan pieced = plan::plan_parallel_consolidation(meta, parallel);
+    for (const plan::PlannedTensor& tensor : pieced.plan.tensors) {
+        if (tensor.name != norm->name)
+            continue;
+        EXPECT_TRUE(tensor.extents.empty());
+        ASSERT_EQ(tensor.replicas.size(), 2u);
+        for (const auto& replica : tensor.replicas) {
+            std::uint64_t bytes = 0;
+            for (const SourceExtent& extent : replica)
+                bytes += extent.length;
+            EXPECT_EQ(bytes, tensor.source_bytes());
+        }
     }
-    // Filtered out, an averaged tensor needs no mean.
-    options.include = {"dense_h_to_4h"};
-    EXPECT_EQ(plan_conversion(parallel_fixture("tp2_dp2_z1_fp32"), options).tensors.size(), 4u);
 }
 
 TEST(Routing, TpRulesFileIsReadAndMissingOneIsAUsageError) {
