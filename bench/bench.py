@@ -636,10 +636,11 @@ class Bench:
             sample.rss = report["peak_rss_bytes"]
             sample.bytes_read = report["bytes_read"]
             sample.output_bytes = report["output_bytes"]
-            # The summary counts the output files proper (not the run record, not
-            # latest_universal): on disk, no fewer bytes, and no more than such small files.
+            # The summary counts the output files proper (not the run record, not the index,
+            # not latest_universal): on disk, no fewer bytes, and no more than latest_universal.
             on_disk = sum(p.stat().st_size for p in files_under(self.out)
-                          if not p.name.startswith(".zero2fp32-run"))
+                          if not p.name.startswith(".zero2fp32-run")
+                          and not p.name.endswith(".index.json"))
             if not 0 <= on_disk - sample.output_bytes <= 4096:
                 raise SystemExit(f"bench: {c.label}: {on_disk} bytes on disk, the summary says "
                                  f"{sample.output_bytes}")

@@ -2,10 +2,10 @@
 // need (the file system's memory alignment, at least the page size, so that a buffer never
 // shares a page with other data).
 //
-// Large buffers may ask for transparent huge pages. Why: a direct transfer is cut into device
-// requests of at most max_segments physically contiguous pieces (254 on this machine's virtio
-// disk); from 4 KiB pages a 4 MiB transfer needs 1,024 pieces, so at least five requests, while
-// from 2 MiB pages it is one. With THP in "madvise" mode (Debian's default) the hint is needed.
+// Large buffers may ask for transparent huge pages. Why: a direct transfer from huge pages
+// completed 1.5-2x sooner on the development VM's virtio disk (docs/io-engine.md: the same
+// requests reach the device, each memory segment costs behind it). With THP in "madvise" mode
+// (Debian's default) the hint is needed.
 #pragma once
 
 #include <cstddef>
