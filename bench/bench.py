@@ -37,6 +37,10 @@ The contenders of the Hugging Face rounds (fp32 output bytes = the copy source's
   (c') cold rounds only: fio --rw=read --direct=1 --ioengine=io_uring --iodepth=16 --bs=4M
       (and its huge-page twin) of the bytes a conversion needs, plus (a) of the same round:
       the floor for a conversion that reads and writes on one disk
+  (c'') cold rounds only, shown beside (c'): the same fio read and fio write at once (one fio,
+      two jobs side by side, each 16 x 4 MiB in flight; the later job's end), and its
+      huge-page twin: what this disk does when reads and writes share it, as a conversion's
+      do (not a target: it says how much of a gap to (c') the device itself explains)
   launcher start-up: `LAUNCHER -n N true` for each rank count started through --launcher, the
       allowance of the "N ranks not slower than 1" target; and `[LAUNCHER -n N] zero2fp32-mpi
       --version` at every rank count (MPI_Init and MPI_Finalize, no conversion): the start-up
@@ -103,7 +107,7 @@ METADATA_MODEL = ["--preset", "405b", "--stage", "3", "--world-size", "512", "--
 MIB = 1 << 20
 FIO_BLOCK = 4 * MIB
 FIO_COMMON = ["--direct=1", "--ioengine=io_uring", "--iodepth=16", "--bs=4M"]
-HUGEPAGES_FOR_FIO = 40  # 80 MiB: fio's 16 x 4 MiB buffers and their alignment
+HUGEPAGES_FOR_FIO = 80  # 160 MiB: (c'')'s two fio jobs of 16 x 4 MiB buffers, and alignment
 RSS_TARGET_MIB = 64
 
 
@@ -345,6 +349,50 @@ def fio_argv(fio: str, rw: str, files: list[Path], per_file: int, huge: bool,
     return argv
 
 
+def fio_both_argv(fio: str, reads: list[Path], per_read: int, write: Path, per_write: int,
+                  huge: bool, output: Path) -> list[str]:
+    """fio reading per_read bytes of each of reads and writing per_write bytes to write at
+    the same time: fio_argv()'s jobs of both, the two bulk jobs side by side, then the two
+    tail jobs side by side (--stonewall on the first of them only)."""
+    read = fio_argv(fio, "read", reads, per_read, huge, output)
+    written = fio_argv(fio, "write", [write], per_write, huge, output)
+
+    def jobs(argv: list[str], rw: str) -> list[list[str]]:
+        groups: list[list[str]] = []
+        for arg in argv[argv.index(next(a for a in argv if a.startswith("--name="))):]:
+            if arg.startswith("--name="):
+                groups.append([f"--name={rw}-{arg[7:]}", f"--rw={rw}"])
+            elif arg != "--stonewall":
+                groups[-1].append(arg)
+        return groups
+
+    head = [fio, *FIO_COMMON, "--output-format=json", f"--output={output}"]
+    if huge:
+        head.append("--iomem=shmhuge")
+    bulk, tail = [], []
+    for job in jobs(read, "read") + jobs(written, "write"):
+        (tail if "tail" in job[0] else bulk).append(job)
+    argv = head + [a for job in bulk for a in job]
+    for i, job in enumerate(tail):
+        argv += job[:1] + (["--stonewall"] if i == 0 else []) + job[1:]
+    return argv
+
+
+def fio_both_result(path: Path) -> tuple[float, int, int]:
+    """(seconds, bytes read, bytes written) of fio_both_argv(): the longer bulk job plus the
+    longer tail job."""
+    text = path.read_text()
+    phases = {"bulk": 0.0, "tail": 0.0}
+    moved = {"read": 0, "write": 0}
+    for job in json.loads(text[text.index("{"):])["jobs"]:
+        if job.get("error"):
+            raise SystemExit(f"bench: fio reported error {job['error']} ({path})")
+        rw, phase = job["jobname"].split("-", 1)
+        phases[phase] = max(phases[phase], job["job_runtime"] / 1000.0)
+        moved[rw] += job[rw]["io_bytes"]
+    return phases["bulk"] + phases["tail"], moved["read"], moved["write"]
+
+
 def fio_result(path: Path, direction: str) -> tuple[float, int]:
     """(job_runtime in seconds, bytes transferred), summed over the jobs of fio's
     --output-format=json file."""
@@ -362,6 +410,7 @@ def fio_result(path: Path, direction: str) -> tuple[float, int]:
 
 DEVICE_WRITE = ("fio-write", "fio-write-huge", "dd")
 DEVICE_READ = ("fio-read", "fio-read-huge")
+DEVICE_BOTH = ("fio-rw", "fio-rw-huge")
 
 
 @dataclass(frozen=True)
@@ -373,6 +422,7 @@ class Contender:
     options: tuple[str, ...] = ()
     universal: bool = False
     nbytes: int = 0  # what a device contender moves
+    options_bytes: tuple[int, int] = (0, 0)  # (c''): bytes read, bytes written
 
     @property
     def label(self) -> str:
@@ -389,6 +439,10 @@ class Contender:
             return f"(c') fio read, direct, io_uring 16 x 4M ({gb} of the inputs)"
         if self.kind == "fio-read-huge":
             return f"(c') fio read, the same, buffers in huge pages ({gb})"
+        if self.kind == "fio-rw":
+            return "(c'') fio read and write at once, direct, io_uring 16 x 4M each"
+        if self.kind == "fio-rw-huge":
+            return "(c'') fio read and write at once, buffers in huge pages"
         if self.kind == "launcher":
             return f"launcher start-up: {self.options[0]}"
         if self.kind == "mpi-startup":
@@ -604,6 +658,16 @@ class Bench:
                                c.kind == "fio-read-huge", self.fio_json))
             sample.own, sample.moved_bytes = fio_result(self.fio_json, "read")
             sample.seconds = sample.own
+        elif c.kind in DEVICE_BOTH:
+            files = series.needed.record_files
+            read_bytes, write_bytes = c.options_bytes
+            t = timed(fio_both_argv(self.fio, files, read_bytes // len(files), self.dev_file,
+                                    write_bytes, c.kind == "fio-rw-huge", self.fio_json))
+            sample.own, read_moved, write_moved = fio_both_result(self.fio_json)
+            sample.seconds = sample.own
+            if read_moved < read_bytes or write_moved < write_bytes:
+                raise SystemExit(f"bench: {c.label} read {read_moved} and wrote {write_moved} "
+                                 f"bytes, asked {read_bytes} and {write_bytes}")
         elif c.kind == "dd":
             t = timed(["dd", "if=/dev/zero", f"of={self.dev_file}", "bs=16M", "iflag=count_bytes",
                        f"count={c.nbytes}", "oflag=direct", "conv=fsync", "status=none"])
@@ -670,6 +734,10 @@ class Bench:
             runs.append(Contender("fio-read", nbytes=share * len(files)))
             if self.fio_huge:
                 runs.append(Contender("fio-read-huge", nbytes=share * len(files)))
+            both = (share * len(files), fio_bytes)
+            runs.append(Contender("fio-rw", nbytes=0, options_bytes=both))
+            if self.fio_huge:
+                runs.append(Contender("fio-rw-huge", nbytes=0, options_bytes=both))
         return runs
 
     def launcher_contenders(self, ranks: list[int]) -> list[Contender]:
@@ -883,7 +951,7 @@ def summarize(series: Series) -> list[dict]:
             "dtype": contender.dtype,
             "median_s": secs,
             "min_s": min(by_round.values()),
-            **ratios(by_round, contender.fp32_bytes or contender.kind in DEVICE_WRITE),
+            **ratios(by_round, contender.fp32_bytes or contender.kind in DEVICE_WRITE + DEVICE_BOTH),
             "own_s": median(own) if own else "",
             "startup_s": (median(s.wall - s.own for s in samples) if own else ""),
             "gb_per_s": moved / secs / 1e9 if moved and contender.kind != "launcher" else "",
