@@ -963,7 +963,9 @@ class ParallelPlanner {
                 const std::uint64_t bytes = tensor.source_bytes();
                 check_pieces(entry.pieces, bytes, tensor.name);
                 if (flattenable(entry.pieces)) {
-                    tensor.extents = flatten_pieces(entry.pieces, bytes, tensor.name);
+                    if (flat_is_compact(entry.pieces))
+                        tensor.extents = flatten_pieces(entry.pieces, bytes, tensor.name);
+                    // else: flattened range by range where read (PlannedTensor::pieces)
                 } else {
                     tensor.replicas = averaged_replicas(entry.pieces, bytes);
                 }

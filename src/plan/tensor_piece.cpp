@@ -167,21 +167,56 @@ std::vector<std::vector<SourceExtent>> averaged_replicas(const std::vector<Tenso
 
 std::vector<SourceExtent> flatten_pieces(const std::vector<TensorPiece>& pieces,
                                          std::uint64_t tensor_bytes, const std::string& tensor) {
+    return flatten_piece_range(pieces, 0, tensor_bytes, tensor);
+}
+
+std::vector<SourceExtent> flatten_piece_range(const std::vector<TensorPiece>& pieces,
+                                              std::uint64_t begin, std::uint64_t end,
+                                              const std::string& tensor) {
     if (!flattenable(pieces)) {
         throw_internal_error("tensor '" + tensor + "' averages replicas: no flat extent list");
     }
+    if (begin > end) {
+        throw_internal_error("tensor '" + tensor + "': an empty range ends before it begins");
+    }
+    // The parts of rows inside [begin, end): tensor offset, piece, stream offset, length.
     struct Row {
         std::uint64_t offset;
         std::size_t piece;
-        std::uint64_t row;
+        std::uint64_t source;
+        std::uint64_t length;
     };
     std::vector<Row> rows;
     for (std::size_t p = 0; p < pieces.size(); ++p) {
-        if (pieces[p].row_bytes == 0) {
+        const TensorPiece& piece = pieces[p];
+        if (piece.row_bytes == 0 || piece.rows == 0 || begin == end) {
             continue;
         }
-        for (std::uint64_t i = 0; i < pieces[p].rows; ++i) {
-            rows.push_back({pieces[p].offset + i * pieces[p].stride, p, i});
+        // Rows first..last-1 touch the range: row i spans [offset + i * stride, + row_bytes).
+        std::uint64_t first = 0;
+        std::uint64_t last = piece.rows;
+        if (piece.rows > 1) {
+            if (piece.stride == 0) {
+                throw_internal_error("pieces of tensor '" + tensor + "' repeat a row");
+            }
+            if (begin >= piece.offset + piece.row_bytes) {
+                first = (begin - piece.offset - piece.row_bytes) / piece.stride + 1;
+            }
+            last =
+                end <= piece.offset
+                    ? 0
+                    : std::min(piece.rows, (end - piece.offset + piece.stride - 1) / piece.stride);
+        }
+        for (std::uint64_t i = first; i < last; ++i) {
+            const std::uint64_t row_begin = piece.offset + i * piece.stride;
+            const std::uint64_t from = std::max(begin, row_begin);
+            const std::uint64_t to = std::min(end, row_begin + piece.row_bytes);
+            if (to <= from) {
+                continue;
+            }
+            rows.push_back({from, p,
+                            piece.source_offset + i * piece.source_stride + (from - row_begin),
+                            to - from});
         }
     }
     std::sort(rows.begin(), rows.end(),
@@ -192,21 +227,27 @@ std::vector<SourceExtent> flatten_pieces(const std::vector<TensorPiece>& pieces,
         cursors.emplace_back(piece.sources.front());
     }
     std::vector<SourceExtent> out;
-    std::uint64_t covered = 0;
+    std::uint64_t covered = begin;
     for (const Row& row : rows) {
-        const TensorPiece& piece = pieces[row.piece];
         if (row.offset != covered) {
             throw_internal_error("pieces of tensor '" + tensor + "' leave a gap or overlap");
         }
-        cursors[row.piece].read(piece.source_offset + row.row * piece.source_stride,
-                                piece.row_bytes, out);
-        covered += piece.row_bytes;
+        cursors[row.piece].read(row.source, row.length, out);
+        covered += row.length;
     }
-    if (covered != tensor_bytes) {
-        throw_internal_error("pieces of tensor '" + tensor + "' cover " + std::to_string(covered) +
-                             " of " + std::to_string(tensor_bytes) + " bytes");
+    if (covered != end) {
+        throw_internal_error("pieces of tensor '" + tensor + "' cover " +
+                             std::to_string(covered - begin) + " of bytes [" +
+                             std::to_string(begin) + ", " + std::to_string(end) + ")");
     }
     return out;
+}
+
+bool flat_is_compact(const std::vector<TensorPiece>& pieces) {
+    return std::all_of(pieces.begin(), pieces.end(), [](const TensorPiece& piece) {
+        return piece.rows <= 1 ||
+               (piece.stride == piece.row_bytes && piece.source_stride == piece.row_bytes);
+    });
 }
 
 }  // namespace z2f::plan

@@ -75,4 +75,18 @@ std::vector<std::vector<SourceExtent>> averaged_replicas(const std::vector<Tenso
 std::vector<SourceExtent> flatten_pieces(const std::vector<TensorPiece>& pieces,
                                          std::uint64_t tensor_bytes, const std::string& tensor);
 
+// The same for tensor bytes [begin, end) only: what a write range needs, generated when it is
+// written, so that memory follows the range and not the tensor. Equal to the bytes [begin, end)
+// of flatten_pieces(pieces, ...), cut like sub_extents cuts them. Rows that do not touch the
+// range are skipped arithmetically (no pass over the tensor's rows).
+std::vector<SourceExtent> flatten_piece_range(const std::vector<TensorPiece>& pieces,
+                                              std::uint64_t begin, std::uint64_t end,
+                                              const std::string& tensor);
+
+// True when flatten_pieces gives at most a few extents per piece and source extent: every
+// piece is one row or rows laid end to end in both the stream and the tensor. The plan stores
+// such tensors flat; the others (row-parallel weights: one extent per row and TP rank) keep
+// their pieces and are flattened range by range (flatten_piece_range).
+bool flat_is_compact(const std::vector<TensorPiece>& pieces);
+
 }  // namespace z2f::plan

@@ -36,7 +36,21 @@ std::vector<SourceExtent> sub_extents(const std::vector<SourceExtent>& extents, 
 
 std::vector<SourceExtent> part_extents(const PlannedTensor& tensor, std::uint64_t skip,
                                        std::uint64_t length) {
+    if (tensor.extents_from_pieces()) {
+        const std::uint64_t out_item = dtype_size(tensor.output_dtype);
+        const std::uint64_t in_item = dtype_size(tensor.source_dtype);
+        if (skip % out_item != 0 || length % out_item != 0)
+            throw_internal_error("a write task splits an element of '" + tensor.name + "'");
+        return flatten_piece_range(tensor.pieces, skip / out_item * in_item,
+                                   (skip + length) / out_item * in_item, tensor.name);
+    }
     return part_extents(tensor, tensor.extents, skip, length);
+}
+
+std::vector<SourceExtent> source_extents(const PlannedTensor& tensor) {
+    if (tensor.extents_from_pieces())
+        return flatten_pieces(tensor.pieces, tensor.source_bytes(), tensor.name);
+    return tensor.extents;
 }
 
 std::vector<SourceExtent> part_extents(const PlannedTensor& tensor,

@@ -31,7 +31,9 @@ struct PlannedTensor {
     // Tensors of parallel checkpoints (plan/parallel_plan.hpp): how the bytes are assembled
     // from several sources (TP slices, replicas, tied copies). Empty when `extents` alone say
     // it (data-parallel checkpoints, aliases). When set, `extents` are their flattening
-    // (flatten_pieces) if they are flattenable, and empty otherwise.
+    // (flatten_pieces) if that is compact (flat_is_compact); otherwise `extents` stay empty
+    // and every reader flattens the range it needs (part_extents, source_extents): a
+    // row-parallel weight would be one extent per row and TP rank, on every rank.
     std::vector<TensorPiece> pieces;
     // A tensor that is the element-wise mean of whole replicas (--tp-replicated average, or a
     // checkpoint's parameter_to_average_patterns): each replica's stream, and no `extents`.
@@ -45,6 +47,10 @@ struct PlannedTensor {
     std::uint64_t source_bytes() const noexcept { return numel() * dtype_size(source_dtype); }
     std::uint64_t output_bytes() const noexcept { return numel() * dtype_size(output_dtype); }
     bool is_alias() const noexcept { return alias_of >= 0; }
+    // Bytes described by `pieces` alone, flattened range by range when read.
+    bool extents_from_pieces() const noexcept {
+        return extents.empty() && replicas.empty() && !pieces.empty() && flattenable(pieces);
+    }
 };
 
 // The bytes [begin, end) of the concatenation of `extents`, as extents (the first and last
@@ -58,9 +64,14 @@ std::vector<SourceExtent> sub_extents(const std::vector<SourceExtent>& extents, 
 std::vector<SourceExtent> part_extents(const PlannedTensor& tensor, std::uint64_t skip,
                                        std::uint64_t length);
 // The same for one of the tensor's streams (its extents, or one of its replicas).
+// (part_extents above covers tensors whose extents come from their pieces too.)
 std::vector<SourceExtent> part_extents(const PlannedTensor& tensor,
                                        const std::vector<SourceExtent>& stream, std::uint64_t skip,
                                        std::uint64_t length);
+
+// Every source extent of `tensor` (an owner whose bytes are not averaged), in order: its
+// extents, or its pieces flattened now (transient; a row-parallel weight's rows).
+std::vector<SourceExtent> source_extents(const PlannedTensor& tensor);
 
 struct TensorPlan {
     std::vector<InputFile> inputs;

@@ -174,7 +174,7 @@ std::vector<std::uint64_t> RunPlan::bytes_to_read() const {
             continue;
         for (const output::TensorSlot& slot : file.layout.slots) {
             const plan::PlannedTensor& source = source_of(slot.tensor);
-            for (const SourceExtent& extent : source.extents)
+            for (const SourceExtent& extent : plan::source_extents(source))
                 reads.at(extent.file) += extent.length;
             for (const std::vector<SourceExtent>& replica : source.replicas) {
                 for (const SourceExtent& extent : replica)

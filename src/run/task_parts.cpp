@@ -19,8 +19,9 @@ std::vector<SlotPart> slot_parts(const RunPlan& plan, const plan::WriteTask& tas
         if (slot.length == 0)
             part.length = 0;
         part.whole = part.skip == 0 && part.length == slot.length;
-        part.extents =
-            part.whole ? source.extents : plan::part_extents(source, part.skip, part.length);
+        part.extents = part.whole && !source.extents_from_pieces()
+                           ? source.extents
+                           : plan::part_extents(source, part.skip, part.length);
         for (const std::vector<SourceExtent>& replica : source.replicas) {
             part.replicas.push_back(
                 part.whole ? replica : plan::part_extents(source, replica, part.skip, part.length));

@@ -207,7 +207,7 @@ void check_plan(const plan::TensorPlan& plan) {
             continue;  // averaged replicas: no flat extents
         }
         std::uint64_t total = 0;
-        for (const SourceExtent& extent : tensor.extents) {
+        for (const SourceExtent& extent : plan::source_extents(tensor)) {
             expect(extent.file < plan.inputs.size(), kTarget,
                    "tensor '" + tensor.name + "' reads from an unknown input");
             std::uint64_t file_size = plan.inputs[extent.file].size;

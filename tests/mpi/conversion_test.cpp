@@ -379,12 +379,14 @@ DamagedCopy damaged_copy(const std::string& fixture, const Options& options,
     settings.options = options;
     run::RunPlan plan = run::build_run_plan(
         checkpoint::read_checkpoint_meta(checkpoint::discover_checkpoint(original, "")), settings);
-    auto chosen = std::find_if(
-        plan.tensors.tensors.begin(), plan.tensors.tensors.end(),
-        [&](const plan::PlannedTensor& tensor) { return !tensor.extents.empty() && pick(tensor); });
+    auto chosen = std::find_if(plan.tensors.tensors.begin(), plan.tensors.tensors.end(),
+                               [&](const plan::PlannedTensor& tensor) {
+                                   return tensor.replicas.empty() &&
+                                          !plan::source_extents(tensor).empty() && pick(tensor);
+                               });
     if (chosen == plan.tensors.tensors.end())
         throw std::runtime_error("no such tensor in " + fixture);
-    const SourceExtent& extent = chosen->extents.back();
+    const SourceExtent extent = plan::source_extents(*chosen).back();
     DamagedCopy copy{scratch_dir("damaged/" + fixture), chosen->name};
     if (root()) {
         fs::copy(original, copy.path, fs::copy_options::recursive);

@@ -12,7 +12,7 @@ namespace z2f::testing {
 std::vector<std::byte> read_source_bytes(const plan::TensorPlan& plan,
                                          const plan::PlannedTensor& tensor) {
     std::vector<std::byte> bytes;
-    for (const SourceExtent& extent : tensor.extents) {
+    for (const SourceExtent& extent : plan::source_extents(tensor)) {
         auto part = read_range(plan.inputs.at(extent.file).path, extent.offset, extent.length);
         bytes.insert(bytes.end(), part.begin(), part.end());
     }

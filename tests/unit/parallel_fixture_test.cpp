@@ -92,6 +92,15 @@ TEST(ParallelFixture, TensorParallelMatchesEngine) {
     ASSERT_EQ(result.plan.tensors[i].pieces.size(), 2u);
     EXPECT_EQ(result.plan.tensors[i].pieces[1].rows, 16u);
     EXPECT_EQ(result.plan.tensors[i].pieces[1].offset, 21u * 4);
+    // Its flat form (one extent per row and rank) is never stored: readers flatten the
+    // range they need. The whole of it is 16 rows x 2 ranks, and one more extent
+    // where a ZeRO-1 partition boundary cuts a row (two here).
+    EXPECT_TRUE(result.plan.tensors[i].extents.empty());
+    EXPECT_TRUE(result.plan.tensors[i].extents_from_pieces());
+    EXPECT_EQ(plan::source_extents(result.plan.tensors[i]).size(), 34u);
+    // Column-parallel and replicated tensors are stored flat: a few extents each.
+    ASSERT_NE(find(result, "language_model.encoder.final_layernorm.weight", &i), nullptr);
+    EXPECT_FALSE(result.plan.tensors[i].extents.empty());
     ASSERT_NE(find(result, "language_model.encoder.layers.1.mlp.dense_h_to_4h.weight", &i),
               nullptr);
     EXPECT_EQ(result.plan.tensors[i].pieces.size(), 4u);

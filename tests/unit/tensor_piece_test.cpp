@@ -1,15 +1,17 @@
 // The piece formulas of tp_merge.hpp against a reference built index by index: cat along every
 // dimension of 1-D to 3-D tensors with uneven widths at TP = 1..4, fused sub-parameters at
 // TP = 2 and 4 (even and recorded widths, dim 0 and dim 1), replicas, vocabulary truncation,
-// and flatten_pieces / check_pieces.
+// and flatten_pieces / flatten_piece_range / check_pieces.
 #include "plan/tensor_piece.hpp"
 
+#include <algorithm>
 #include <cstring>
 #include <functional>
 #include <numeric>
 
 #include <gtest/gtest.h>
 
+#include "plan/tensor_plan.hpp"
 #include "plan/tp_merge.hpp"
 #include "zero2fp32/error.hpp"
 
@@ -66,7 +68,20 @@ std::vector<std::uint32_t> execute(const Slices& s, const MergedTensor& merged) 
         }
     }
     // The flat extents say the same.
-    EXPECT_EQ(read(s, flatten_pieces(merged.pieces, bytes, "t")), out);
+    const std::vector<SourceExtent> flat = flatten_pieces(merged.pieces, bytes, "t");
+    EXPECT_EQ(read(s, flat), out);
+    // And so does every range of them flattened on its own (as a write range reads them), at
+    // byte cuts that split elements and rows too.
+    const std::uint64_t step = std::max<std::uint64_t>(1, bytes / 40);
+    for (std::uint64_t begin = 0; begin <= bytes; begin += step) {
+        for (std::uint64_t end = begin; end <= bytes; end += step) {
+            EXPECT_EQ(flatten_piece_range(merged.pieces, begin, end, "t"),
+                      sub_extents(flat, begin, end))
+                << "bytes [" << begin << ", " << end << ") of " << bytes;
+        }
+        EXPECT_EQ(flatten_piece_range(merged.pieces, begin, bytes, "t"),
+                  sub_extents(flat, begin, bytes));
+    }
     std::vector<std::uint32_t> values(bytes / kItem);
     std::memcpy(values.data(), out.data(), bytes);
     return values;
@@ -272,6 +287,29 @@ TEST(TensorPiece, CheckPiecesFindsGapsOverlapsAndShortSources) {
     EXPECT_EQ(slice_stream({{0, 0, 4}, {0, 4, 4}, {1, 0, 8}}, 2, 8),
               (std::vector<SourceExtent>{{0, 2, 6}, {1, 0, 2}}));
     EXPECT_THROW(slice_stream(stream, 4, 5), Error);
+}
+
+TEST(TensorPiece, RowParallelWeightOf405bIsFlattenedRangeByRange) {
+    // Llama-405B's down_proj [16384, 53248] at TP = 8 (slices of [16384, 6656], fp32): the
+    // flat form would be 131,072 extents. A 4 MiB write range needs only its own rows.
+    constexpr std::uint64_t rows = 16384, cols = 53248, tp = 8;
+    std::vector<TpSlice> slices;
+    for (std::uint32_t t = 0; t < tp; ++t)
+        slices.push_back({{rows, cols / tp}, {{t, 4096, rows * cols / tp * kItem}}});
+    MergedTensor merged = merge_cat(slices, 1, kItem, "down_proj", "f");
+    EXPECT_FALSE(flat_is_compact(merged.pieces));
+    const std::uint64_t row = cols * kItem;  // one output row: 8 slice rows of 26,624 bytes
+    const std::uint64_t begin = 1000 * row + 12345 * kItem, end = begin + (4u << 20);
+    std::vector<SourceExtent> part = flatten_piece_range(merged.pieces, begin, end, "down_proj");
+    EXPECT_LE(part.size(), (end - begin) / (cols / tp * kItem) + 2);
+    std::uint64_t total = 0;
+    for (const SourceExtent& e : part)
+        total += e.length;
+    EXPECT_EQ(total, end - begin);
+    // The first extent is the rest of the row of slice 12345 / 6656 = 1, from its element
+    // 12345 - 6656 = 5689.
+    EXPECT_EQ(part.front(), (SourceExtent{1, 4096 + (1000 * (cols / tp) + 5689) * kItem,
+                                          (cols / tp - 5689) * kItem}));
 }
 
 }  // namespace
