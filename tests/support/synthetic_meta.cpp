@@ -112,4 +112,15 @@ checkpoint::CheckpointMeta synthetic_stage3(
     return meta;
 }
 
+checkpoint::TensorRef f32_ref(std::uint32_t file, std::uint64_t numel, std::uint64_t offset) {
+    checkpoint::TensorRef ref;
+    ref.file = file;
+    ref.dtype = DType::kF32;
+    ref.shape = {numel};
+    ref.numel = numel;
+    ref.offset = offset;
+    ref.length = numel * 4;
+    return ref;
+}
+
 }  // namespace z2f::testing

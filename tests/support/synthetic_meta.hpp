@@ -30,4 +30,7 @@ std::uint64_t synthetic_master_offset(std::uint32_t rank, std::size_t group);
 
 std::uint64_t numel_of(const std::vector<std::uint64_t>& shape);
 
+// A 1-D fp32 tensor of `numel` elements stored at `offset` of input `file`.
+checkpoint::TensorRef f32_ref(std::uint32_t file, std::uint64_t numel, std::uint64_t offset = 0);
+
 }  // namespace z2f::testing

@@ -14,6 +14,7 @@
 #include "support/expected_state.hpp"
 #include "support/materialize.hpp"
 #include "support/piece_reader.hpp"
+#include "support/synthetic_meta.hpp"
 #include "support/test_files.hpp"
 #include "zero2fp32/error.hpp"
 
@@ -252,16 +253,7 @@ TEST(ParallelFixture, MixtureOfExpertsMatchesEngine) {
 // the layer files of the tied module are not taken for frozen parameters.
 TEST(ParallelPlan, TiedPipelineWeightWrittenOnceAndChecked) {
     using checkpoint::TensorRef;
-    auto f32 = [](std::uint32_t file, std::uint64_t numel, std::uint64_t offset = 0) {
-        TensorRef ref;
-        ref.file = file;
-        ref.dtype = DType::kF32;
-        ref.shape = {numel};
-        ref.numel = numel;
-        ref.offset = offset;
-        ref.length = numel * 4;
-        return ref;
-    };
+    using testing::f32_ref;
     checkpoint::ParallelCheckpointMeta meta;
     meta.kind = checkpoint::ParallelKind::kPipeline;
     meta.pp_degree = 2;
@@ -290,12 +282,12 @@ TEST(ParallelPlan, TiedPipelineWeightWrittenOnceAndChecked) {
         checkpoint::ParallelOptimFile optim;
         optim.states.zero_stage = 1;
         optim.states.partition_count = {1};
-        optim.states.master = {f32(2 + s, s == 0 ? 11 : 13, 64)};
+        optim.states.master = {f32_ref(2 + s, s == 0 ? 11 : 13, 64)};
         rank.optim.push_back(optim);
         rank.optim_inputs = {2 + s};
         meta.ranks.push_back(rank);
     }
-    TensorRef layer_weight = f32(4, 8);
+    TensorRef layer_weight = f32_ref(4, 8);
     layer_weight.shape = {4, 2};
     meta.layers.push_back({0, 0, 4, {{{"weight", layer_weight}}}});
     layer_weight.file = 5;

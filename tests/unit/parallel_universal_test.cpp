@@ -18,6 +18,7 @@
 #include "run/run_plan.hpp"
 #include "run/tensor_source.hpp"
 #include "support/materialize.hpp"
+#include "support/synthetic_meta.hpp"
 #include "support/test_files.hpp"
 #include "support/universal_reference.hpp"
 #include "zero2fp32/error.hpp"
@@ -74,6 +75,22 @@ std::vector<std::string> tree(const std::string& root) {
     }
     std::sort(names.begin(), names.end());
     return names;
+}
+
+// tp2_dp2_z1_fp32's Megatron rules as a --tp-rules file, with `fused` for its SwiGLU layers.
+TpRuleSet tp2_rules(const std::string& fused) {
+    return TpRuleSet::from_json(R"({
+        "original_vocab_size": 50,
+        "default": "column",
+        "rules": {
+            "language_model\\.embedding\\.word_embeddings\\.weight": "vocabulary",
+            "language_model\\.embedding\\.position_embeddings\\.weight": "replicated",
+            "language_model\\.encoder\\.(layers\\.\\d+\\.input_layernorm|final_layernorm)\\.": "replicated",
+            "language_model\\.encoder\\.layers\\.\\d+\\.mlp\\.dense_4h_to_h\\.bias": "replicated",
+            "language_model\\.encoder\\.layers\\.\\d+\\.mlp\\.dense_4h_to_h\\.weight": "row",
+            )" + fused + R"(
+        }})",
+                                "rules.json");
 }
 
 TEST(ParallelUniversal, EveryFileOfDeepSpeedsOutput) {
@@ -235,16 +252,7 @@ TEST(ParallelUniversal, RunPlanAtSeveralRankCounts) {
 // flat tensor keeps one element of alignment padding at its end.
 checkpoint::ParallelCheckpointMeta tied_pipeline_meta(bool bf16) {
     using checkpoint::TensorRef;
-    auto f32 = [](std::uint32_t file, std::uint64_t numel, std::uint64_t offset) {
-        TensorRef ref;
-        ref.file = file;
-        ref.dtype = DType::kF32;
-        ref.shape = {numel};
-        ref.numel = numel;
-        ref.offset = offset;
-        ref.length = numel * 4;
-        return ref;
-    };
+    using testing::f32_ref;
     checkpoint::ParallelCheckpointMeta meta;
     meta.kind = checkpoint::ParallelKind::kPipeline;
     meta.pp_degree = 2;
@@ -277,10 +285,10 @@ checkpoint::ParallelCheckpointMeta tied_pipeline_meta(bool bf16) {
             bf16 ? checkpoint::MasterLayout::kPaddedGroups : checkpoint::MasterLayout::kFlatGroups;
         optim.states.zero_stage = bf16 ? -1 : 1;
         optim.states.partition_count = {1};
-        optim.states.master = {f32(2 + s, numel, 64)};
+        optim.states.master = {f32_ref(2 + s, numel, 64)};
         checkpoint::OptimizerGroupState state;
-        state.exp_avg = f32(2 + s, numel, 1024);
-        state.exp_avg_sq = f32(2 + s, numel, 2048);
+        state.exp_avg = f32_ref(2 + s, numel, 1024);
+        state.exp_avg_sq = f32_ref(2 + s, numel, 2048);
         state.step =
             checkpoint::OptimizerStep{checkpoint::OptimizerStep::Form::kInt, DType::kF32, {}, 7};
         optim.states.group_states = {state};
@@ -384,19 +392,9 @@ TEST(ParallelUniversal, RefusalsSayWhy) {
         // Sub-parameters of recorded uneven widths: the loader's torch.chunk would cut them at
         // other places.
         ParallelPlanOptions options;
-        options.tp_rules = TpRuleSet::from_json(R"({
-            "original_vocab_size": 50,
-            "default": "column",
-            "rules": {
-                "language_model\\.embedding\\.word_embeddings\\.weight": "vocabulary",
-                "language_model\\.embedding\\.position_embeddings\\.weight": "replicated",
-                "language_model\\.encoder\\.(layers\\.\\d+\\.input_layernorm|final_layernorm)\\.": "replicated",
-                "language_model\\.encoder\\.layers\\.\\d+\\.mlp\\.dense_4h_to_h\\.bias": "replicated",
-                "language_model\\.encoder\\.layers\\.\\d+\\.mlp\\.dense_4h_to_h\\.weight": "row",
-                "language_model\\.encoder\\.layers\\.1\\.mlp\\.dense_h_to_4h\\.weight": {"merge": "sub_params", "widths": [[20, 22], [22, 20]]},
-                "language_model\\.encoder\\.layers\\.1\\.mlp\\.dense_h_to_4h\\.bias": {"merge": "sub_params", "count": 2}
-            }})",
-                                                "rules.json");
+        options.tp_rules = tp2_rules(
+            R"("language_model\\.encoder\\.layers\\.1\\.mlp\\.dense_h_to_4h\\.weight": {"merge": "sub_params", "widths": [[20, 22], [22, 20]]},
+               "language_model\\.encoder\\.layers\\.1\\.mlp\\.dense_h_to_4h\\.bias": {"merge": "sub_params", "count": 2})");
         auto [kind, message] = refusal(tp, options);
         EXPECT_EQ(kind, ErrorKind::kUnsupported);
         EXPECT_NE(message.find("torch.chunk"), std::string::npos) << message;
@@ -419,18 +417,8 @@ TEST(ParallelUniversal, TpRulesFileGivesTheSameFiles) {
     checkpoint::ParallelCheckpointMeta meta = read_meta("tp2_dp2_z1_fp32");
     const Built own = build(meta);
     ParallelPlanOptions options;
-    options.tp_rules = TpRuleSet::from_json(R"({
-        "original_vocab_size": 50,
-        "default": "column",
-        "rules": {
-            "language_model\\.embedding\\.word_embeddings\\.weight": "vocabulary",
-            "language_model\\.embedding\\.position_embeddings\\.weight": "replicated",
-            "language_model\\.encoder\\.(layers\\.\\d+\\.input_layernorm|final_layernorm)\\.": "replicated",
-            "language_model\\.encoder\\.layers\\.\\d+\\.mlp\\.dense_4h_to_h\\.bias": "replicated",
-            "language_model\\.encoder\\.layers\\.\\d+\\.mlp\\.dense_4h_to_h\\.weight": "row",
-            "language_model\\.encoder\\.layers\\.1\\.mlp\\.dense_h_to_4h\\.": {"merge": "sub_params", "count": 2}
-        }})",
-                                            "rules.json");
+    options.tp_rules = tp2_rules(
+        R"("language_model\\.encoder\\.layers\\.1\\.mlp\\.dense_h_to_4h\\.": {"merge": "sub_params", "count": 2})");
     for (auto& rank : meta.ranks)
         rank.model.extras.universal_info.reset();
     const Built ruled = build(meta, options);
