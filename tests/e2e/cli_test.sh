@@ -218,25 +218,11 @@ expect_rc 1
 expect_stderr "without merge rules"
 expect_stderr "give them with --tp-rules FILE"
 expect_no_file "$WORK/norules"
-cat >"$WORK/rules.json" <<'JSON'
-{
-  "original_vocab_size": 50,
-  "default": "column",
-  "rules": {
-    "language_model\\.embedding\\.word_embeddings\\.weight": "vocabulary",
-    "language_model\\.embedding\\.position_embeddings\\.weight": "replicated",
-    "language_model\\.encoder\\.(layers\\.\\d+\\.input_layernorm|final_layernorm)\\.": "replicated",
-    "language_model\\.encoder\\.layers\\.\\d+\\.mlp\\.dense_4h_to_h\\.bias": "replicated",
-    "language_model\\.encoder\\.layers\\.\\d+\\.mlp\\.dense_4h_to_h\\.weight": "row",
-    "language_model\\.encoder\\.layers\\.1\\.mlp\\.dense_h_to_4h\\.": {"merge": "sub_params", "count": 2}
-  }
-}
-JSON
 run_mpi 2 "$PARALLEL/tp2_dp2_z1_fp32" "$WORK/tp_own" -q --max-shard-size none --summary-json "$WORK/tp.json"
 expect_rc 0
 grep -q '"kind": "tensor-parallel"' "$WORK/tp.json" || fail "summary has no parallel grid"
 grep -q '"tp_replicated": "check"' "$WORK/tp.json" || fail "summary has no --tp-replicated"
-run_mpi 3 "$WORK/corpus/tp_without_rules" "$WORK/tp_file" -q --max-shard-size none --tp-rules "$WORK/rules.json"
+run_mpi 3 "$WORK/corpus/tp_without_rules" "$WORK/tp_file" -q --max-shard-size none --tp-rules "$PARALLEL/tp2_dp2_z1_fp32.tp-rules.json"
 expect_rc 0
 cmp -s "$WORK/tp_own/model.safetensors" "$WORK/tp_file/model.safetensors" ||
     fail "--tp-rules output differs from the checkpoint's own rules"

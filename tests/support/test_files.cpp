@@ -72,6 +72,11 @@ void write_text_file(const std::string& path, const std::string& text) {
     }
 }
 
+std::string read_text_file(const std::string& path) {
+    const std::vector<std::byte> bytes = read_file_bytes(path);
+    return {reinterpret_cast<const char*>(bytes.data()), bytes.size()};
+}
+
 void copy_tree(const std::string& from, const std::string& to) {
     fs::copy(from, to, fs::copy_options::recursive | fs::copy_options::copy_symlinks);
 }

@@ -30,6 +30,7 @@ class TempDir {
 std::vector<std::byte> read_file_bytes(const std::string& path);
 void write_file_bytes(const std::string& path, const std::vector<std::byte>& bytes);
 void write_text_file(const std::string& path, const std::string& text);
+std::string read_text_file(const std::string& path);
 // Copies a directory tree (regular files, directories, symlinks as links).
 void copy_tree(const std::string& from, const std::string& to);
 // Every regular file under `root` whose name ends with `suffix`, sorted.

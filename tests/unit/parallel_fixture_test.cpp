@@ -203,18 +203,8 @@ TEST(ParallelFixture, TensorParallelWithoutRulesIsRefusedAndTpRulesFileWorks) {
         EXPECT_NE(std::string(error.what()).find("--tp-rules"), std::string::npos);
     }
     plan::ParallelPlanOptions options;
-    options.tp_rules = plan::TpRuleSet::from_json(R"({
-        "original_vocab_size": 50,
-        "default": "column",
-        "rules": {
-            "language_model\\.embedding\\.word_embeddings\\.weight": "vocabulary",
-            "language_model\\.embedding\\.position_embeddings\\.weight": "replicated",
-            "language_model\\.encoder\\.(layers\\.\\d+\\.input_layernorm|final_layernorm)\\.": "replicated",
-            "language_model\\.encoder\\.layers\\.\\d+\\.mlp\\.dense_4h_to_h\\.bias": "replicated",
-            "language_model\\.encoder\\.layers\\.\\d+\\.mlp\\.dense_4h_to_h\\.weight": "row",
-            "language_model\\.encoder\\.layers\\.1\\.mlp\\.dense_h_to_4h\\.": {"merge": "sub_params", "count": 2}
-        }})",
-                                                  "rules.json");
+    const std::string rules = parallel_fixture("tp2_dp2_z1_fp32.tp-rules.json");
+    options.tp_rules = plan::TpRuleSet::from_json(testing::read_text_file(rules), rules);
     expect_matches_engine(plan::plan_parallel_consolidation(meta, options), "tp2_dp2_z1_fp32");
 }
 

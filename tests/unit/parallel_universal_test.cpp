@@ -77,20 +77,9 @@ std::vector<std::string> tree(const std::string& root) {
     return names;
 }
 
-// tp2_dp2_z1_fp32's Megatron rules as a --tp-rules file, with `fused` for its SwiGLU layers.
-TpRuleSet tp2_rules(const std::string& fused) {
-    return TpRuleSet::from_json(R"({
-        "original_vocab_size": 50,
-        "default": "column",
-        "rules": {
-            "language_model\\.embedding\\.word_embeddings\\.weight": "vocabulary",
-            "language_model\\.embedding\\.position_embeddings\\.weight": "replicated",
-            "language_model\\.encoder\\.(layers\\.\\d+\\.input_layernorm|final_layernorm)\\.": "replicated",
-            "language_model\\.encoder\\.layers\\.\\d+\\.mlp\\.dense_4h_to_h\\.bias": "replicated",
-            "language_model\\.encoder\\.layers\\.\\d+\\.mlp\\.dense_4h_to_h\\.weight": "row",
-            )" + fused + R"(
-        }})",
-                                "rules.json");
+// tp2_dp2_z1_fp32's Megatron rules as a --tp-rules file (the one the e2e test passes).
+std::string tp2_rules_path() {
+    return testing::parallel_fixture_dir("tp2_dp2_z1_fp32") + ".tp-rules.json";
 }
 
 TEST(ParallelUniversal, EveryFileOfDeepSpeedsOutput) {
@@ -392,9 +381,15 @@ TEST(ParallelUniversal, RefusalsSayWhy) {
         // Sub-parameters of recorded uneven widths: the loader's torch.chunk would cut them at
         // other places.
         ParallelPlanOptions options;
-        options.tp_rules = tp2_rules(
+        std::string rules = testing::read_text_file(tp2_rules_path());
+        const std::string fused =
+            R"("language_model\\.encoder\\.layers\\.1\\.mlp\\.dense_h_to_4h\\.": {"merge": "sub_params", "count": 2})";
+        ASSERT_NE(rules.find(fused), std::string::npos);
+        rules.replace(
+            rules.find(fused), fused.size(),
             R"("language_model\\.encoder\\.layers\\.1\\.mlp\\.dense_h_to_4h\\.weight": {"merge": "sub_params", "widths": [[20, 22], [22, 20]]},
                "language_model\\.encoder\\.layers\\.1\\.mlp\\.dense_h_to_4h\\.bias": {"merge": "sub_params", "count": 2})");
+        options.tp_rules = TpRuleSet::from_json(rules, "rules.json");
         auto [kind, message] = refusal(tp, options);
         EXPECT_EQ(kind, ErrorKind::kUnsupported);
         EXPECT_NE(message.find("torch.chunk"), std::string::npos) << message;
@@ -417,8 +412,8 @@ TEST(ParallelUniversal, TpRulesFileGivesTheSameFiles) {
     checkpoint::ParallelCheckpointMeta meta = read_meta("tp2_dp2_z1_fp32");
     const Built own = build(meta);
     ParallelPlanOptions options;
-    options.tp_rules = tp2_rules(
-        R"("language_model\\.encoder\\.layers\\.1\\.mlp\\.dense_h_to_4h\\.": {"merge": "sub_params", "count": 2})");
+    options.tp_rules =
+        TpRuleSet::from_json(testing::read_text_file(tp2_rules_path()), tp2_rules_path());
     for (auto& rank : meta.ranks)
         rank.model.extras.universal_info.reset();
     const Built ruled = build(meta, options);
