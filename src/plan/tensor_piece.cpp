@@ -179,6 +179,9 @@ std::vector<SourceExtent> flatten_piece_range(const std::vector<TensorPiece>& pi
     if (begin > end) {
         throw_internal_error("tensor '" + tensor + "': an empty range ends before it begins");
     }
+    if (begin == end) {
+        return {};
+    }
     // The parts of rows inside [begin, end): tensor offset, piece, stream offset, length.
     struct Row {
         std::uint64_t offset;
@@ -189,7 +192,7 @@ std::vector<SourceExtent> flatten_piece_range(const std::vector<TensorPiece>& pi
     std::vector<Row> rows;
     for (std::size_t p = 0; p < pieces.size(); ++p) {
         const TensorPiece& piece = pieces[p];
-        if (piece.row_bytes == 0 || piece.rows == 0 || begin == end) {
+        if (piece.row_bytes == 0 || piece.rows == 0) {
             continue;
         }
         // Rows first..last-1 touch the range: row i spans [offset + i * stride, + row_bytes).

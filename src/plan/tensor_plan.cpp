@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <string>
+#include <utility>
 
 #include "common/errors.hpp"
 
@@ -34,33 +35,39 @@ std::vector<SourceExtent> sub_extents(const std::vector<SourceExtent>& extents, 
     return part;
 }
 
+namespace {
+
+// Source bytes [begin, end) of output bytes [skip, skip + length): whole elements only.
+std::pair<std::uint64_t, std::uint64_t> source_range(const PlannedTensor& tensor,
+                                                     std::uint64_t skip, std::uint64_t length) {
+    const std::uint64_t out_item = dtype_size(tensor.output_dtype);
+    const std::uint64_t in_item = dtype_size(tensor.source_dtype);
+    if (skip % out_item != 0 || length % out_item != 0)
+        throw_internal_error("a write task splits an element of '" + tensor.name + "'");
+    return {skip / out_item * in_item, (skip + length) / out_item * in_item};
+}
+
+}  // namespace
+
 std::vector<SourceExtent> part_extents(const PlannedTensor& tensor, std::uint64_t skip,
                                        std::uint64_t length) {
-    if (tensor.extents_from_pieces()) {
-        const std::uint64_t out_item = dtype_size(tensor.output_dtype);
-        const std::uint64_t in_item = dtype_size(tensor.source_dtype);
-        if (skip % out_item != 0 || length % out_item != 0)
-            throw_internal_error("a write task splits an element of '" + tensor.name + "'");
-        return flatten_piece_range(tensor.pieces, skip / out_item * in_item,
-                                   (skip + length) / out_item * in_item, tensor.name);
-    }
-    return part_extents(tensor, tensor.extents, skip, length);
+    if (!tensor.extents_from_pieces())
+        return part_extents(tensor, tensor.extents, skip, length);
+    const auto [begin, end] = source_range(tensor, skip, length);
+    return flatten_piece_range(tensor.pieces, begin, end, tensor.name);
+}
+
+std::vector<SourceExtent> part_extents(const PlannedTensor& tensor,
+                                       const std::vector<SourceExtent>& stream, std::uint64_t skip,
+                                       std::uint64_t length) {
+    const auto [begin, end] = source_range(tensor, skip, length);
+    return sub_extents(stream, begin, end);
 }
 
 std::vector<SourceExtent> source_extents(const PlannedTensor& tensor) {
     if (tensor.extents_from_pieces())
         return flatten_pieces(tensor.pieces, tensor.source_bytes(), tensor.name);
     return tensor.extents;
-}
-
-std::vector<SourceExtent> part_extents(const PlannedTensor& tensor,
-                                       const std::vector<SourceExtent>& stream, std::uint64_t skip,
-                                       std::uint64_t length) {
-    const std::uint64_t out_item = dtype_size(tensor.output_dtype);
-    const std::uint64_t in_item = dtype_size(tensor.source_dtype);
-    if (skip % out_item != 0 || length % out_item != 0)
-        throw_internal_error("a write task splits an element of '" + tensor.name + "'");
-    return sub_extents(stream, skip / out_item * in_item, (skip + length) / out_item * in_item);
 }
 
 }  // namespace z2f::plan
