@@ -323,58 +323,60 @@ def tree_digest(root: Path) -> str:
     return digest.hexdigest()
 
 
-def fio_argv(fio: str, rw: str, files: list[Path], per_file: int, huge: bool,
-             output: Path) -> list[str]:
-    """fio moving per_file bytes (a multiple of 4 KiB) of each of files, from its start, with
-    16 x 4 MiB in flight (one job over all files, --filename=a:b:...: fio divides --size
-    equally among them and goes round robin). fio only moves whole --bs blocks: a last
-    partial block is a second job (--stonewall: after the first) of one request of its size
-    per file; writes end with --end_fsync=1 in the last job (one fsync of the file, whose
-    blocks both jobs wrote)."""
+def fio_head(fio: str, huge: bool, output: Path) -> list[str]:
+    """fio's options common to every job: direct, io_uring, 16 x 4 MiB, JSON output, and the
+    buffers in huge pages when asked."""
+    head = [fio, *FIO_COMMON, "--output-format=json", f"--output={output}"]
+    return head + (["--iomem=shmhuge"] if huge else [])
+
+
+def fio_jobs(rw: str, files: list[Path], per_file: int) -> dict[str, list[str]]:
+    """The jobs moving per_file bytes (a multiple of 4 KiB) of each of files, from its start
+    (one job over all files, --filename=a:b:...: fio divides --size equally among them and
+    goes round robin), by phase: "bulk", whole 4 MiB blocks, and "tail", a last partial block
+    as one request of its size per file (fio only moves whole --bs blocks); each without its
+    --name. Writes end with --end_fsync=1 in the last job (one fsync of the file, whose blocks
+    both jobs wrote)."""
     if per_file <= 0 or per_file % 4096:
         raise SystemExit(f"bench: fio of {per_file} bytes per file")
     names = ":".join(str(p).replace(":", "\\:") for p in files)  # fio's separator is ':'
     bulk = per_file // FIO_BLOCK * FIO_BLOCK
     tail = per_file - bulk
-    argv = [fio, f"--rw={rw}", *FIO_COMMON, "--output-format=json", f"--output={output}"]
-    if huge:
-        argv.append("--iomem=shmhuge")
     end = ["--end_fsync=1"] if rw == "write" else []
+    jobs = {}
     if bulk:
-        argv += ["--name=bulk", f"--filename={names}", f"--size={bulk * len(files)}"]
-        argv += [] if tail else end
+        jobs["bulk"] = [f"--rw={rw}", f"--filename={names}", f"--size={bulk * len(files)}"]
     if tail:
-        argv += ["--name=tail", "--stonewall", f"--filename={names}", f"--offset={bulk}",
-                 f"--size={tail * len(files)}", f"--bs={tail}", *end]
+        jobs["tail"] = [f"--rw={rw}", f"--filename={names}", f"--offset={bulk}",
+                        f"--size={tail * len(files)}", f"--bs={tail}"]
+    jobs[list(jobs)[-1]] += end
+    return jobs
+
+
+def fio_argv(fio: str, rw: str, files: list[Path], per_file: int, huge: bool,
+             output: Path) -> list[str]:
+    """fio moving per_file bytes of each of files (fio_jobs()), the tail job after the bulk
+    one (--stonewall)."""
+    argv = fio_head(fio, huge, output)
+    for phase, job in fio_jobs(rw, files, per_file).items():
+        argv += [f"--name={phase}", *(["--stonewall"] if phase == "tail" else []), *job]
     return argv
 
 
 def fio_both_argv(fio: str, reads: list[Path], per_read: int, write: Path, per_write: int,
                   huge: bool, output: Path) -> list[str]:
     """fio reading per_read bytes of each of reads and writing per_write bytes to write at
-    the same time: fio_argv()'s jobs of both, the two bulk jobs side by side, then the two
-    tail jobs side by side (--stonewall on the first of them only)."""
-    read = fio_argv(fio, "read", reads, per_read, huge, output)
-    written = fio_argv(fio, "write", [write], per_write, huge, output)
-
-    def jobs(argv: list[str], rw: str) -> list[list[str]]:
-        groups: list[list[str]] = []
-        for arg in argv[argv.index(next(a for a in argv if a.startswith("--name="))):]:
-            if arg.startswith("--name="):
-                groups.append([f"--name={rw}-{arg[7:]}", f"--rw={rw}"])
-            elif arg != "--stonewall":
-                groups[-1].append(arg)
-        return groups
-
-    head = [fio, *FIO_COMMON, "--output-format=json", f"--output={output}"]
-    if huge:
-        head.append("--iomem=shmhuge")
-    bulk, tail = [], []
-    for job in jobs(read, "read") + jobs(written, "write"):
-        (tail if "tail" in job[0] else bulk).append(job)
-    argv = head + [a for job in bulk for a in job]
-    for i, job in enumerate(tail):
-        argv += job[:1] + (["--stonewall"] if i == 0 else []) + job[1:]
+    the same time: the two bulk jobs side by side, then the two tail jobs side by side
+    (--stonewall on the first of them only); jobs named read-bulk, write-tail, ..."""
+    jobs = {"read": fio_jobs("read", reads, per_read), "write": fio_jobs("write", [write], per_write)}
+    argv = fio_head(fio, huge, output)
+    for phase in ("bulk", "tail"):
+        first = True
+        for rw, phases in jobs.items():
+            if phase in phases:
+                wait = ["--stonewall"] if phase == "tail" and first else []
+                argv += [f"--name={rw}-{phase}", *wait, *phases[phase]]
+                first = False
     return argv
 
 
