@@ -99,7 +99,9 @@ DirectReader::DirectReader(std::vector<std::string> paths, std::vector<ReadRange
     for (std::size_t i = count; i > 0; --i) {
         free_blocks_.push_back(i - 1);
     }
-    io_ = engine ? std::move(engine) : make_async_io(options.engine, count);
+    block_windows_.assign(count, 0);
+    io_ =
+        engine ? std::move(engine) : make_async_io(options.engine, std::max(count, kGroupWindows));
     if (io_->depth() < count) {
         throw_internal_error("DirectReader: engine shallower than the blocks");
     }
@@ -135,21 +137,54 @@ DirectReader::InputState& DirectReader::input(std::uint32_t file) {
     return *slot;
 }
 
-bool DirectReader::plan_window(std::size_t block) {
+std::size_t DirectReader::interleaved_files(std::uint64_t bytes, std::size_t limit) const {
+    // A bounded look: a group never needs more ranges than this to fill its slots.
+    constexpr std::size_t kLookAhead = 1 << 16;
+    std::vector<std::uint32_t> files;
+    std::uint64_t seen = 0;
+    for (std::size_t r = plan_range_; r < ranges_.size() && r - plan_range_ < kLookAhead; ++r) {
+        const ReadRange& range = ranges_[r];
+        if (range.length == 0)
+            continue;
+        if (std::find(files.begin(), files.end(), range.file) == files.end()) {
+            if (files.size() == limit)
+                break;
+            files.push_back(range.file);
+        }
+        seen += range.length - (r == plan_range_ ? plan_offset_ : 0);
+        if (seen >= bytes)
+            break;
+    }
+    return std::max<std::size_t>(files.size(), 1);
+}
+
+bool DirectReader::plan_group() {
     while (plan_range_ < ranges_.size() && ranges_[plan_range_].length == 0) {
         ++plan_range_;
     }
-    if (plan_range_ == ranges_.size()) {
+    if (plan_range_ == ranges_.size() || free_blocks_.empty() || incomplete_ >= io_->depth()) {
         return false;
     }
-    const std::uint32_t file = ranges_[plan_range_].file;
-    const std::uint64_t granule = input(file).granule;
-    Window window;
-    window.file = file;
-    window.block = block;
-    window.begin = round_down(ranges_[plan_range_].offset + plan_offset_, granule);
-    const std::uint64_t limit = window.begin + block_size_;
-    std::uint64_t covered = window.begin;  // end of the bytes the pieces need
+    // Slots: the free blocks cut into as many equal parts (whole pages) as files interleave.
+    const std::size_t depth_left = io_->depth() - incomplete_;
+    const std::size_t files = interleaved_files(
+        std::uint64_t{free_blocks_.size()} * block_size_,
+        std::min(depth_left, free_blocks_.size() * static_cast<std::size_t>(block_size_ / kPage)));
+    std::size_t per_block = (files + free_blocks_.size() - 1) / free_blocks_.size();
+    std::size_t slot_size = static_cast<std::size_t>(round_down(block_size_ / per_block, kPage));
+    if (round_down(slot_size, input(ranges_[plan_range_].file).granule) == 0) {
+        per_block = 1;  // the first file's alignment is coarser than a slot: a whole block
+        slot_size = block_size_;
+    }
+    const std::size_t slots = std::min(files, per_block * free_blocks_.size());
+
+    struct Open {
+        std::uint64_t limit = 0;    // end of the window's capacity in the file
+        std::uint64_t covered = 0;  // end of the bytes its pieces need
+        std::uint64_t granule = 1;
+    };
+    std::vector<Window> group;
+    std::vector<Open> open;
     while (plan_range_ < ranges_.size()) {
         const ReadRange& range = ranges_[plan_range_];
         if (range.length == 0) {
@@ -158,47 +193,102 @@ bool DirectReader::plan_window(std::size_t block) {
         }
         const std::uint64_t start = range.offset + plan_offset_;
         const std::uint64_t stop = range.offset + range.length;
-        // Same file, not behind the window, not past a gap, not past the window's limit.
-        if (range.file != file || start < window.begin ||
-            round_down(start, granule) > round_up(covered, granule) || start >= limit) {
+        std::size_t w = 0;
+        while (w < group.size() && group[w].file != range.file) {
+            ++w;
+        }
+        if (w == group.size()) {
+            // The file's first range in this group: a window in the next slot, if one is
+            // left and holds at least one of the file's alignment units.
+            const std::uint64_t granule = input(range.file).granule;
+            const std::uint64_t capacity = round_down(slot_size, granule);
+            if (group.size() == slots || capacity == 0) {
+                break;
+            }
+            Window window;
+            window.file = range.file;
+            window.begin = round_down(start, granule);
+            window.block = free_blocks_[free_blocks_.size() - 1 - group.size() / per_block];
+            window.block_offset = group.size() % per_block * slot_size;
+            group.push_back(std::move(window));
+            open.push_back({group.back().begin + capacity, group.back().begin, granule});
+        }
+        Window& window = group[w];
+        Open& at = open[w];
+        // Not behind the window, not past a gap, not past its capacity.
+        if (start < window.begin ||
+            round_down(start, at.granule) > round_up(at.covered, at.granule) || start >= at.limit) {
             break;
         }
-        const std::uint64_t piece_end = std::min(stop, limit);
+        const std::uint64_t piece_end = std::min(stop, at.limit);
         window.pieces.push_back({plan_range_, plan_offset_,
                                  static_cast<std::size_t>(start - window.begin),
                                  static_cast<std::size_t>(piece_end - start)});
-        covered = std::max(covered, piece_end);
+        at.covered = std::max(at.covered, piece_end);
         if (piece_end < stop) {
-            plan_offset_ += piece_end - start;  // the range goes on in the next window
+            plan_offset_ += piece_end - start;  // the range goes on in a later window
             break;
         }
         ++plan_range_;
         plan_offset_ = 0;
     }
-    window.needed = static_cast<std::size_t>(covered - window.begin);
-    window.length = static_cast<std::size_t>(round_up(covered, granule) - window.begin);
+    if (group.empty()) {
+        throw_internal_error("DirectReader: a group planned no window");
+    }
+    const std::size_t blocks_used = (group.size() + per_block - 1) / per_block;
+    for (std::size_t w = 0; w < group.size(); ++w) {
+        Window& window = group[w];
+        window.id = next_id_++;
+        window.needed = static_cast<std::size_t>(open[w].covered - window.begin);
+        window.length =
+            static_cast<std::size_t>(round_up(open[w].covered, open[w].granule) - window.begin);
+        ++block_windows_[window.block];
+        windows_.push_back(std::move(window));
+        start(windows_.back());
+    }
+    free_blocks_.resize(free_blocks_.size() - blocks_used);
+    return true;
+}
+
+std::byte* DirectReader::data(const Window& window) noexcept {
+    return blocks_[window.block].data() + window.block_offset;
+}
+
+void DirectReader::start(Window& window) {
+    const std::uint32_t file = window.file;
     if (input(file).direct) {
+        // An earlier window of this file still reading the unit this one starts in (groups
+        // keep several windows of a file in flight): its completion caches the unit.
+        while (true) {
+            const auto reading =
+                std::find_if(windows_.begin(), windows_.end(), [&](const Window& w) {
+                    return w.id != window.id && !w.complete && w.file == file &&
+                           w.begin <= window.begin && window.begin < w.begin + w.length;
+                });
+            if (reading == windows_.end())
+                break;
+            reap_one();
+        }
         // Units of this window that an earlier one read: copied, not read again.
-        const auto unit = static_cast<std::size_t>(granule);
+        const auto unit = static_cast<std::size_t>(input(file).granule);
         if (const std::vector<std::byte>* head = cached_unit(file, window.begin)) {
-            std::copy(head->begin(), head->end(), blocks_[block].data());
+            std::copy(head->begin(), head->end(), data(window));
             window.reused_head = window.done = unit;
         }
         const std::uint64_t last = window.begin + window.length - unit;
         if (window.length >= window.reused_head + unit) {
             if (const std::vector<std::byte>* tail = cached_unit(file, last)) {
-                std::copy(tail->begin(), tail->end(), blocks_[block].data() + window.length - unit);
+                std::copy(tail->begin(), tail->end(), data(window) + window.length - unit);
                 window.reused_tail = unit;
             }
         }
     }
-    windows_.push_back(std::move(window));
-    if (windows_.back().done >= request_end(windows_.back())) {
-        windows_.back().complete = true;  // all from the cache
+    if (window.done >= request_end(window)) {
+        window.complete = true;  // all from the cache
     } else {
-        submit(windows_.back());
+        ++incomplete_;
+        submit(window);
     }
-    return true;
 }
 
 std::size_t DirectReader::request_end(const Window& window) noexcept {
@@ -230,17 +320,30 @@ void DirectReader::submit(Window& window) {
     InputState& state = *inputs_[window.file];
     // Up to the cached tail unit, if any (the request stays aligned: so is the unit).
     const std::size_t end = std::max(window.length - window.reused_tail, window.done);
-    io_->submit({&state.file, IoDirection::kRead, blocks_[window.block].data() + window.done,
-                 end - window.done, window.begin + window.done, window.block});
+    io_->submit({&state.file, IoDirection::kRead, data(window) + window.done, end - window.done,
+                 window.begin + window.done, window.id});
 }
 
-DirectReader::Window& DirectReader::window_of_block(std::size_t block) {
+DirectReader::Window& DirectReader::window_of_id(std::uint64_t id) {
     for (Window& window : windows_) {
-        if (window.block == block && !window.complete) {
+        if (window.id == id && !window.complete) {
             return window;
         }
     }
     throw_internal_error("DirectReader: a completion for no window");
+}
+
+std::list<DirectReader::Window>::iterator DirectReader::next_window() {
+    auto best = windows_.begin();
+    for (auto it = std::next(windows_.begin()); it != windows_.end(); ++it) {
+        const PieceRef& piece = it->pieces[it->next_piece];
+        const PieceRef& front = best->pieces[best->next_piece];
+        if (piece.range < front.range ||
+            (piece.range == front.range && piece.offset_in_range < front.offset_in_range)) {
+            best = it;
+        }
+    }
+    return best;
 }
 
 void DirectReader::fail(std::exception_ptr error) {
@@ -251,7 +354,8 @@ void DirectReader::fail(std::exception_ptr error) {
 
 void DirectReader::reap_one() {
     const IoCompletion completion = io_->wait_one();
-    Window& window = window_of_block(static_cast<std::size_t>(completion.tag));
+    Window& window = window_of_id(completion.tag);
+    --incomplete_;  // until submitted again below
     InputState& state = *inputs_[window.file];
     const std::string& path = paths_[window.file];
     const std::int64_t result = completion.result;
@@ -260,6 +364,7 @@ void DirectReader::reap_one() {
         // The window stays aligned, which a buffered read accepts as it is.
         if (state.file.stop_direct_io()) {
             state.direct = false;
+            ++incomplete_;
             submit(window);
             return;
         }
@@ -283,14 +388,14 @@ void DirectReader::reap_one() {
         if (state.direct && window.done >= window.length - window.reused_tail) {
             // Its first and last units, when they hold bytes of ranges not read here.
             const auto unit = static_cast<std::size_t>(state.granule);
-            const std::byte* data = blocks_[window.block].data();
+            const std::byte* bytes = data(window);
             const std::size_t first_needed =
                 window.pieces.empty() ? 0 : window.pieces.front().offset_in_window;
             if (window.reused_head == 0 && first_needed > 0)
-                cache_unit(window.file, window.begin, data, unit);
+                cache_unit(window.file, window.begin, bytes, unit);
             if (window.reused_tail == 0 && window.needed % unit != 0)
                 cache_unit(window.file, window.begin + window.length - unit,
-                           data + window.length - unit, unit);
+                           bytes + window.length - unit, unit);
         }
         return;
     }
@@ -307,6 +412,7 @@ void DirectReader::reap_one() {
         window.complete = true;
         return;
     }
+    ++incomplete_;
     submit(window);  // a short read before the bytes needed: the rest
 }
 
@@ -315,36 +421,34 @@ std::optional<DirectReader::Piece> DirectReader::next() {
         if (error_) {
             std::rethrow_exception(error_);
         }
-        if (front_delivered_) {
-            // The caller is done with the previous piece; release its window when exhausted.
-            front_delivered_ = false;
-            Window& front = windows_.front();
-            if (front.next_piece == front.pieces.size()) {
-                free_blocks_.push_back(front.block);
-                windows_.pop_front();
+        if (delivered_) {
+            // The caller is done with the previous piece; release its window when exhausted,
+            // and its block with its last window.
+            const auto window = *delivered_;
+            delivered_.reset();
+            if (window->next_piece == window->pieces.size()) {
+                if (--block_windows_[window->block] == 0) {
+                    free_blocks_.push_back(window->block);
+                }
+                windows_.erase(window);
             }
         }
-        // Keep the device busy: every free block gets the next window.
-        while (!free_blocks_.empty()) {
-            const std::size_t block = free_blocks_.back();
-            if (!plan_window(block)) {
-                break;
-            }
-            free_blocks_.pop_back();
+        // Keep the device busy: free blocks get the next groups.
+        while (plan_group()) {
         }
         if (windows_.empty()) {
             return std::nullopt;
         }
-        Window& front = windows_.front();
-        if (!front.complete) {
+        const auto window = next_window();
+        if (!window->complete) {
             reap_one();
             continue;
         }
-        const PieceRef& piece = front.pieces[front.next_piece++];
-        front_delivered_ = true;
-        return Piece{piece.range, piece.offset_in_range,
-                     std::span<const std::byte>(
-                         blocks_[front.block].data() + piece.offset_in_window, piece.length)};
+        const PieceRef& piece = window->pieces[window->next_piece++];
+        delivered_ = window;
+        return Piece{
+            piece.range, piece.offset_in_range,
+            std::span<const std::byte>(data(*window) + piece.offset_in_window, piece.length)};
     }
 }
 

@@ -2,13 +2,26 @@
 // memory budget, and hands each range's bytes to the caller in order.
 //
 // The ranges. Each names a file (an index into `paths`), an offset and a length, none of them
-// aligned in any way. The reader cuts the list into read requests ("windows") of at most
-// block_size bytes: a window starts at the aligned offset below the next byte wanted and takes
-// the following ranges of the same file as long as they start inside or right after what it
-// already covers (so ZeRO-3 extents that follow one another in a file share requests and no
-// aligned block is read twice in a row), up to block_size; a range larger than a window goes
+// aligned in any way. The reader cuts the list into read requests ("windows"). A window reads
+// one stretch of one file: it starts at the aligned offset below the first byte it takes and
+// takes, in range order, every later range of its file that starts inside or right after what
+// it already covers (so extents that follow one another in a file share a request and no
+// aligned block is read twice in a row), up to its capacity; a range larger than a window goes
 // on in the next one. A window's request is widened to the alignment at both ends; the bytes
 // outside the ranges are read but never shown.
+//
+// Interleaved files. Ranges often alternate between files whose own ranges are contiguous:
+// the rows of a row-parallel weight (row r of TP shard 0, of shard 1, …, then row r + 1 of
+// each, every shard's rows one after another in its file) or ZeRO-3's small tensors (each
+// rank's slice of tensor t, then of t + 1). Windows are therefore planned in groups: the
+// planner counts the files among the next ranges (as far as the free blocks' bytes reach, at
+// most the engine's free depth), cuts the free blocks into that many equal slots (whole pages)
+// and walks the ranges in order, giving each file a window in its own slot, until a range fits
+// no window (its file's window is full or the range is not contiguous with it, or its file has
+// none and no slot is left). Every range before that point is then in a window and the
+// windows of later groups hold only later ranges: the bytes the caller waits for are always
+// in a window in flight, whatever the number of files, and a 26 KB row per file becomes one
+// request per file per group (one file: one window per block, as without groups).
 //
 // The caller's side. next() returns the next piece: the range it belongs to, the piece's
 // offset within that range, and its bytes, valid until the next call. Pieces come in range
@@ -31,8 +44,9 @@
 //
 // Memory. At most min(blocks_in_flight, memory_budget / block_size) blocks of block_size
 // bytes, the unit cache (`unit_cache_bytes`), and a small record per piece of the windows in
-// flight. Files are opened at first use
-// and stay open until the reader is destroyed.
+// flight. A block is free again when every window in it has been delivered. Requests in flight:
+// at most the engine's depth (the blocks, or kGroupWindows if more). Files are opened at first
+// use and stay open until the reader is destroyed.
 //
 // Errors. A failed read is an Error naming the file and offset; a range past the end of its
 // file is an input error ("file is truncated"). Either is thrown by next(); the other requests
@@ -43,6 +57,7 @@
 #include <cstdint>
 #include <deque>
 #include <exception>
+#include <list>
 #include <map>
 #include <memory>
 #include <optional>
@@ -88,6 +103,10 @@ double sample_cached_fraction(const std::vector<std::string>& paths,
 
 class DirectReader {
   public:
+    // Windows one group may plan when files interleave (the engine's depth when the reader
+    // makes it): TP = 16 rows read as 16 requests at once.
+    static constexpr std::size_t kGroupWindows = 16;
+
     struct Piece {
         std::size_t range = 0;     // index into the ranges
         std::uint64_t offset = 0;  // of the piece within its range
@@ -95,7 +114,7 @@ class DirectReader {
     };
 
     // `engine` replaces the one options.engine names (tests inject faults through it); its
-    // depth must be at least the number of blocks.
+    // depth must be at least the number of blocks, and bounds the windows of a group.
     DirectReader(std::vector<std::string> paths, std::vector<ReadRange> ranges,
                  const DirectReaderOptions& options = {},
                  std::unique_ptr<AsyncIo> engine = nullptr);
@@ -128,6 +147,7 @@ class DirectReader {
         std::size_t length = 0;
     };
     struct Window {
+        std::uint64_t id = 0;  // the engine's tag
         std::uint32_t file = 0;
         std::uint64_t begin = 0;  // aligned
         std::size_t length = 0;   // of the request, aligned
@@ -136,6 +156,7 @@ class DirectReader {
         std::size_t reused_head = 0;  // bytes at the start copied from the unit cache, not read
         std::size_t reused_tail = 0;  // the same at the end
         std::size_t block = 0;
+        std::size_t block_offset = 0;  // of the window's slot in its block
         bool complete = false;
         std::vector<PieceRef> pieces;
         std::size_t next_piece = 0;
@@ -150,10 +171,20 @@ class DirectReader {
     const std::vector<std::byte>* cached_unit(std::uint32_t file, std::uint64_t offset) const;
     void cache_unit(std::uint32_t file, std::uint64_t offset, const std::byte* bytes,
                     std::size_t length);
-    bool plan_window(std::size_t block);
+    // Plans the next group of windows into free blocks (see above); false when there is
+    // nothing left to plan, no free block or no free depth.
+    bool plan_group();
+    // How many files the ranges from the planning cursor interleave, counted as far as
+    // `bytes` of them reach, at most `limit`.
+    std::size_t interleaved_files(std::uint64_t bytes, std::size_t limit) const;
+    // Takes the cached head and tail units of a planned window, then submits the rest.
+    void start(Window& window);
+    std::byte* data(const Window& window) noexcept;
     void submit(Window& window);
     void reap_one();
-    Window& window_of_block(std::size_t block);
+    Window& window_of_id(std::uint64_t id);
+    // The window holding the next piece in range order (windows_ not empty).
+    std::list<Window>::iterator next_window();
     void fail(std::exception_ptr error);
 
     std::vector<std::string> paths_;
@@ -171,14 +202,18 @@ class DirectReader {
     std::uint64_t plan_offset_ = 0;  // within ranges_[plan_range_]
 
     std::exception_ptr error_;
-    std::deque<Window> windows_;    // issued, in order; the front is the one being delivered
-    bool front_delivered_ = false;  // a piece of the front window is in the caller's hands
+    std::list<Window> windows_;  // issued, in planning order; erased once delivered
+    std::uint64_t next_id_ = 0;
+    std::size_t incomplete_ = 0;  // windows whose request is in the engine
+    // The window of the piece in the caller's hands, if any.
+    std::optional<std::list<Window>::iterator> delivered_;
 
     // Destroyed in reverse: the engine first (it waits for the kernel), then the blocks, then
     // the descriptors.
     std::vector<std::unique_ptr<InputState>> inputs_;
     std::vector<AlignedBuffer> blocks_;
     std::vector<std::size_t> free_blocks_;
+    std::vector<std::size_t> block_windows_;  // windows not yet delivered, per block
     std::unique_ptr<AsyncIo> io_;
 };
 

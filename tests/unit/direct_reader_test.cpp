@@ -1,5 +1,6 @@
 // DirectReader: every range's bytes exactly, in order, for unaligned, empty, overlapping,
-// backwards and block-spanning ranges over two files, direct and buffered, both engines; the
+// backwards and block-spanning ranges over two files and random interleavings of up to six,
+// direct and buffered, both engines; rows of interleaved files in large requests; the
 // warm/cold sampling; truncated inputs, failed, refused and short reads; destruction
 // mid-stream.
 #include "io/direct_reader.hpp"
@@ -178,6 +179,100 @@ TEST_P(DirectReaderCases, InterleavedFilesAreReadOnceToo) {
     }
     // Every byte once, plus at most the alignment at each file's end.
     EXPECT_LE(io_counters().bytes_read - before.bytes_read, 3 * (3 * kBlock + 77 + 4096));
+}
+
+TEST_P(DirectReaderCases, RowsOfInterleavedFilesAreReadInLargeRequests) {
+    // A row-parallel weight: row r of TP shard 0, of shard 1, ..., then row r + 1 of each; a
+    // shard's rows follow one another in its file. Windows planned in groups read many rows
+    // of a file per request instead of one request per row.
+    constexpr std::uint64_t kRow = 1000;
+    constexpr std::uint64_t kRows = 400;
+    const std::size_t shards = 4;
+    Inputs inputs(std::vector<std::size_t>(shards, kRows * kRow + 33));
+    inputs.make_cold();
+    std::vector<ReadRange> ranges;
+    for (std::uint64_t row = 0; row < kRows; ++row) {
+        for (std::uint32_t shard = 0; shard < shards; ++shard)
+            ranges.push_back({shard, 33 + row * kRow, kRow});
+    }
+    auto engine = std::make_unique<FaultyAsyncIo>(make_async_io(GetParam().engine, 16),
+                                                  std::vector<FaultyAsyncIo::Rule>{});
+    const FaultyAsyncIo& counting = *engine;
+    const IoCounters before = io_counters();
+    DirectReader reader(inputs.paths, ranges, small_blocks(GetParam().engine, GetParam().mode),
+                        std::move(engine));
+    const auto got = read_all(reader, ranges.size());
+    for (std::size_t i = 0; i < ranges.size(); ++i) {
+        ASSERT_EQ(got[i], inputs.expected(ranges[i])) << "range " << i;
+    }
+    // 1600 rows in at least 8 rows per request on average (one block of 64 KiB per four
+    // files holds 16 rows of each), every byte once plus the alignment at each file's ends.
+    EXPECT_LE(counting.submitted(), ranges.size() / 8) << counting.submitted() << " requests";
+    EXPECT_LE(io_counters().bytes_read - before.bytes_read, shards * (kRows * kRow + 2 * 4096));
+}
+
+TEST_P(DirectReaderCases, RandomInterleavingsAreReadExactly) {
+    // Runs of rows over several files, jumps forwards and backwards, empty and block-spanning
+    // ranges, with blocks, budgets and engine depths from one slot per file to fewer slots
+    // than files: every range exactly and in order.
+    std::mt19937_64 random(GetParam().mode == ReadMode::kDirect ? 11 : 12);
+    for (int round = 0; round < 12; ++round) {
+        const std::size_t files = 1 + random() % 6;
+        std::vector<std::size_t> sizes;
+        for (std::size_t f = 0; f < files; ++f)
+            sizes.push_back(1 + random() % 300000);
+        Inputs inputs(sizes);
+        std::vector<ReadRange> ranges;
+        std::vector<std::uint64_t> cursor(files, 0);
+        while (ranges.size() < 600) {
+            const std::uint64_t row = random() % 5000;
+            const std::size_t width = 1 + random() % files;  // files interleaved in this run
+            const std::size_t first = random() % files;
+            for (int r = 0, rows = 1 + static_cast<int>(random() % 40); r < rows; ++r) {
+                for (std::size_t i = 0; i < width; ++i) {
+                    const std::uint32_t f = static_cast<std::uint32_t>((first + i) % files);
+                    const std::uint64_t at = std::min<std::uint64_t>(cursor[f], sizes[f]);
+                    const std::uint64_t length = std::min<std::uint64_t>(row, sizes[f] - at);
+                    ranges.push_back({f, at, length});
+                    cursor[f] = at + length;
+                }
+            }
+            switch (random() % 4) {  // then: on, a jump back, a jump ahead, a long range
+                case 1: {
+                    const std::size_t f = random() % files;
+                    cursor[f] = random() % sizes[f];
+                    break;
+                }
+                case 2: {
+                    const std::size_t f = random() % files;
+                    cursor[f] = std::min<std::uint64_t>(cursor[f] + random() % 100000, sizes[f]);
+                    break;
+                }
+                case 3: {
+                    const std::uint32_t f = static_cast<std::uint32_t>(random() % files);
+                    const std::uint64_t at = random() % sizes[f];
+                    ranges.push_back({f, at, sizes[f] - at});
+                    break;
+                }
+                default:
+                    break;
+            }
+        }
+        if (GetParam().mode == ReadMode::kDirect)
+            inputs.make_cold();
+        DirectReaderOptions options = small_blocks(GetParam().engine, GetParam().mode);
+        options.block_size = 4096 * (1 + random() % 16);
+        options.blocks_in_flight = 1 + random() % 4;
+        options.memory_budget = options.blocks_in_flight * options.block_size;
+        options.unit_cache_bytes = random() % 2 == 0 ? 0 : 64 * 1024;
+        const std::size_t depth = options.blocks_in_flight + random() % 12;
+        DirectReader reader(inputs.paths, ranges, options, make_async_io(GetParam().engine, depth));
+        const auto got = read_all(reader, ranges.size());
+        for (std::size_t i = 0; i < ranges.size(); ++i) {
+            ASSERT_EQ(got[i], inputs.expected(ranges[i]))
+                << "round " << round << ", range " << i << " of file " << ranges[i].file;
+        }
+    }
 }
 
 TEST_P(DirectReaderCases, DestructionMidStream) {
