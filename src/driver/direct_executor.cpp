@@ -1,6 +1,8 @@
 #include "driver/direct_executor.hpp"
 
 #include <algorithm>
+#include <deque>
+#include <unordered_map>
 
 #include "common/errors.hpp"
 #include "driver/output_dir.hpp"
@@ -62,13 +64,103 @@ std::vector<io::RangePiece> range_pieces(const output::OutputFileLayout& layout,
     return pieces;
 }
 
+// The reads of a task's copies, in copy order.
+std::vector<io::ReadRange> task_reads(const std::vector<io::SlotCopy>& copies) {
+    std::vector<io::ReadRange> reads;
+    for (const io::SlotCopy& copy : copies) {
+        for (const SourceExtent& extent : copy.extents)
+            reads.push_back({extent.file, extent.offset, extent.length});
+    }
+    return reads;
+}
+
+// The bytes each of the rank's tasks reads, as one span per task, slot and file (the rows of
+// a row-parallel weight's shard are one span): what kAuto samples to tell warm from cold,
+// without keeping every extent. The parts are made one task at a time and dropped.
+std::vector<io::ReadRange> read_spans(const run::RunPlan& plan,
+                                      const std::vector<const plan::WriteTask*>& mine) {
+    std::vector<io::ReadRange> spans;
+    std::unordered_map<std::uint32_t, std::size_t> span_of_file;  // within the current part
+    for (const plan::WriteTask* task : mine) {
+        for (const run::SlotPart& part : run::slot_parts(plan, *task)) {
+            span_of_file.clear();
+            for (const SourceExtent& extent : part.extents) {
+                if (extent.length == 0)
+                    continue;
+                const auto [at, added] = span_of_file.try_emplace(extent.file, spans.size());
+                if (added) {
+                    spans.push_back({extent.file, extent.offset, extent.length});
+                    continue;
+                }
+                io::ReadRange& span = spans[at->second];
+                const std::uint64_t begin = std::min(span.offset, extent.offset);
+                const std::uint64_t end =
+                    std::max(span.offset + span.length, extent.offset + extent.length);
+                span.offset = begin;
+                span.length = end - begin;
+            }
+        }
+    }
+    return spans;
+}
+
+// The rank's tasks in order, their parts and copies made a few tasks ahead of the copy: the
+// copier's reader reads ahead along them, and a rank holds the extents of those tasks only
+// (a row-parallel weight is one extent per row and TP rank: all of a rank's tasks at once
+// would be ~3 GB for a 405B model at TP = 8 on one rank).
+class TaskStream {
+  public:
+    TaskStream(const run::RunPlan& plan, const std::vector<const plan::WriteTask*>& mine,
+               InputCheck* check, io::DirectCopier& copier)
+        : plan_(plan), mine_(mine), check_(check), copier_(copier) {}
+
+    // Task i, called for i = 0, 1, ... in turn (task i - 1 is done), with the reads of the
+    // tasks after it handed to the copier as far as kReadAhead bytes of them reach, and at
+    // least the next task's.
+    DirectTask& take(std::size_t i) {
+        if (i > 0) {
+            bytes_made_ -= ahead_.front().task->bytes;
+            ahead_.pop_front();
+        }
+        while (made_ < mine_.size() &&
+               (made_ <= i + 1 || bytes_made_ - ahead_.front().task->bytes < kReadAhead)) {
+            make(made_++);
+        }
+        return ahead_.front();
+    }
+
+  private:
+    // Enough read ahead to keep the reader's requests in flight past a task's end.
+    static constexpr std::uint64_t kReadAhead = std::uint64_t{64} << 20;
+
+    void make(std::size_t i) {
+        DirectTask work;
+        work.task = mine_[i];
+        work.parts = run::slot_parts(plan_, *work.task);
+        work.copies = slot_copies(plan_, *work.task, work.parts, check_);
+        copier_.add_reads(task_reads(work.copies));
+        bytes_made_ += work.task->bytes;
+        ahead_.push_back(std::move(work));
+    }
+
+    const run::RunPlan& plan_;
+    const std::vector<const plan::WriteTask*>& mine_;
+    InputCheck* check_;
+    io::DirectCopier& copier_;
+    std::deque<DirectTask> ahead_;  // made, not yet done; the front is being copied
+    std::size_t made_ = 0;          // tasks made so far
+    std::uint64_t bytes_made_ = 0;  // output bytes of the tasks in ahead_
+};
+
 // Streams every task's range through the copier, publishing files as they reach the disk.
 template <typename Publish>
 void write_ranges(const run::RunPlan& plan, const RankTarget& target,
-                  const std::vector<DirectTask>& work, io::DirectCopier& copier,
-                  ExecuteReport& report, Publish& publish_durable) {
-    for (std::size_t i = 0; i < work.size(); ++i) {
-        const plan::WriteTask& task = *work[i].task;
+                  const std::vector<const plan::WriteTask*>& mine, InputCheck* check,
+                  io::DirectCopier& copier, ExecuteReport& report, Publish& publish_durable) {
+    TaskStream stream(plan, mine, check, copier);
+    for (std::size_t i = 0; i < mine.size(); ++i) {
+        const DirectTask& work = stream.take(i);
+        const plan::WriteTask& task = *work.task;
         const run::OutputFileRecord& record = plan.files[task.file];
         const output::OutputFileLayout& layout = record.layout;
         const std::vector<output::TailPlacement> tail = output::crc_tail_placements(layout);
@@ -79,8 +171,8 @@ void write_ranges(const run::RunPlan& plan, const RankTarget& target,
         if (task.end == layout.size)
             range.final_size = layout.size;
         range.tag = i;
-        range.pieces = range_pieces(layout, work[i], tail);
-        range.slots = work[i].copies;
+        range.pieces = range_pieces(layout, work, tail);
+        range.slots = work.copies;
         const bool shared = record.is_shared();
         if (!shared && task.slot_begin != 0)
             throw_internal_error("the one task of '" + record.name() + "' skips slots");
@@ -94,7 +186,7 @@ void write_ranges(const run::RunPlan& plan, const RankTarget& target,
         report.temp_files.push_back(range.path);
         std::vector<std::uint32_t> crcs = copier.copy(range);
         if (shared)
-            note_shared_crcs(task, layout, work[i].parts, crcs, report);
+            note_shared_crcs(task, layout, work.parts, crcs, report);
         publish_durable(copier.take_durable());
     }
     copier.drain();
@@ -108,22 +200,13 @@ void execute_tasks_direct(const run::RunPlan& plan, const RankTarget& target,
                           ExecuteReport& report, InputCheck* check) {
     const std::vector<const plan::WriteTask*> mine = tasks_to_write(plan, target.rank);
 
-    // Every task's parts and copies first: the direct reader reads ahead along all of them.
-    std::vector<DirectTask> work(mine.size());
-    std::vector<io::ReadRange> reads;
-    for (std::size_t i = 0; i < mine.size(); ++i) {
-        work[i].task = mine[i];
-        work[i].parts = run::slot_parts(plan, *mine[i]);
-        work[i].copies = slot_copies(plan, *mine[i], work[i].parts, check);
-        for (const io::SlotCopy& copy : work[i].copies) {
-            for (const SourceExtent& extent : copy.extents)
-                reads.push_back({extent.file, extent.offset, extent.length});
-        }
-    }
     std::vector<std::string> paths;
     for (const InputFile& input : plan.tensors.inputs)
         paths.push_back(input.path);
-    io::DirectCopier copier(inputs, std::move(paths), std::move(reads), options);
+    const std::vector<io::ReadRange> sample = options.read_mode == io::ReadMode::kAuto
+                                                  ? read_spans(plan, mine)
+                                                  : std::vector<io::ReadRange>{};
+    io::DirectCopier copier(inputs, std::move(paths), sample, options);
     if (check != nullptr) {
         check->piece_crcs.assign(check->plan.pieces.size(), 0);
         copier.collect_piece_crcs(check->piece_crcs);
@@ -132,7 +215,7 @@ void execute_tasks_direct(const run::RunPlan& plan, const RankTarget& target,
     // A file written by one task gets its final name once the writer says it is on disk.
     auto publish_durable = [&](const std::vector<std::uint64_t>& tags) {
         for (std::uint64_t tag : tags) {
-            const plan::WriteTask& task = *work.at(tag).task;
+            const plan::WriteTask& task = *mine.at(tag);
             const run::OutputFileRecord& record = plan.files[task.file];
             if (record.is_shared())
                 continue;  // its lead renames it once every rank agreed
@@ -144,7 +227,7 @@ void execute_tasks_direct(const run::RunPlan& plan, const RankTarget& target,
     };
 
     try {
-        write_ranges(plan, target, work, copier, report, publish_durable);
+        write_ranges(plan, target, mine, check, copier, report, publish_durable);
     } catch (...) {
         // Files already on disk are complete: they keep their final names for --resume.
         try {

@@ -42,17 +42,16 @@ DirectWriterOptions writer_options(const DirectCopyOptions& options) {
 }  // namespace
 
 DirectCopier::DirectCopier(InputFiles& inputs, std::vector<std::string> paths,
-                           std::vector<ReadRange> reads, const DirectCopyOptions& options)
+                           std::span<const ReadRange> sample, const DirectCopyOptions& options)
     : inputs_(inputs),
       options_(options),
-      reads_(std::move(reads)),
       chunk_(kMinBlock, at_least_a_block(options.buffer_size / 16)),
       staging_(kMinBlock, 2 * at_least_a_block(options.buffer_size / 16)),
       writer_(writer_options(options)) {
     io::ReadMode mode = options.read_mode;
     if (mode == io::ReadMode::kAuto) {
-        sampled_fraction_ = sample_cached_fraction(paths, reads_, kWarmSamples);
-        bool any_bytes = std::any_of(reads_.begin(), reads_.end(),
+        sampled_fraction_ = sample_cached_fraction(paths, sample, kWarmSamples);
+        bool any_bytes = std::any_of(sample.begin(), sample.end(),
                                      [](const ReadRange& range) { return range.length > 0; });
         mode = !any_bytes || sampled_fraction_ >= kWarmThreshold ? io::ReadMode::kBuffered
                                                                  : io::ReadMode::kDirect;
@@ -66,8 +65,16 @@ DirectCopier::DirectCopier(InputFiles& inputs, std::vector<std::string> paths,
                                      at_least_a_block(reader.memory_budget / 2));
         reader.blocks_in_flight = 4;
         reader.unit_cache_bytes = at_least_a_block(options.buffer_size / 16);
-        reader_ = std::make_unique<DirectReader>(std::move(paths), reads_, reader);
+        reader_ =
+            std::make_unique<DirectReader>(std::move(paths), std::vector<ReadRange>{}, reader);
     }
+}
+
+void DirectCopier::add_reads(std::span<const ReadRange> reads) {
+    if (reader_ == nullptr)
+        return;  // buffered reads follow the copies as they come
+    reads_.insert(reads_.end(), reads.begin(), reads.end());
+    reader_->extend(reads);
 }
 
 DirectCopier::~DirectCopier() = default;
@@ -120,9 +127,10 @@ void DirectCopier::begin_extent(const SourceExtent& extent) {
     if (reader_ == nullptr)
         return;
     reading_ = next_read_++;
-    if (reading_ >= reads_.size() || reads_[reading_].file != extent.file ||
-        reads_[reading_].offset != extent.offset || reads_[reading_].length != extent.length)
-        throw_internal_error("direct copy: extents read out of the planned order");
+    if (reads_.empty() || reads_.front().file != extent.file ||
+        reads_.front().offset != extent.offset || reads_.front().length != extent.length)
+        throw_internal_error("direct copy: extents read out of the added order");
+    reads_.pop_front();
 }
 
 std::span<const std::byte> DirectCopier::read(const SourceExtent& extent, std::uint64_t done,

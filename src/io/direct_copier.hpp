@@ -20,11 +20,11 @@
 // most the plan's block), a quarter for the reader's and a sixteenth for its copies of shared
 // pages (direct reads only), an eighth and a sixteenth for the conversion's staging and chunk;
 // each at least one 4 KiB block. With the default 16 MiB: two 4 MiB writer blocks, two 2 MiB
-// reader blocks. Direct reads follow a list of
-// every extent the copies will read, in order, given up front (`reads`): the reader runs ahead
-// along it.
+// reader blocks. Direct reads follow the list of the extents the copies will read, in order,
+// handed over ahead of the copies (add_reads): the reader runs ahead along it, and forgets
+// what it has read, so the caller decides how much of the list exists at once.
 //
-// Warm or cold: ReadMode::kAuto samples the page cache over `reads` (mincore, 32 windows) and
+// Warm or cold: ReadMode::kAuto samples the page cache over `sample` (mincore, 32 windows) and
 // reads buffered when at least half of it is cached: a copy from memory is 5-8x faster than a
 // device read, and a device read through the page cache is no faster than a direct one and
 // leaves the input behind in the cache (docs/io-engine.md). Nothing is dropped from the page
@@ -33,6 +33,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <memory>
 #include <optional>
@@ -86,14 +87,19 @@ struct RangeCopy {
 
 class DirectCopier {
   public:
-    // `paths`: the input files SourceExtent::file indexes; `reads`: every extent the copies
-    // will read, in order (empty ones included).
-    DirectCopier(InputFiles& inputs, std::vector<std::string> paths, std::vector<ReadRange> reads,
-                 const DirectCopyOptions& options);
+    // `paths`: the input files SourceExtent::file indexes. The extents the copies will read,
+    // in order (empty ones included), are handed over with add_reads(), the first ones before
+    // the first copy and the others ahead of the copies that read them: the direct reader reads
+    // ahead along them. `sample`: ranges spread over all the bytes the copies will read, as
+    // few as suit (each task's spans per file), from which kAuto tells warm from cold.
+    DirectCopier(InputFiles& inputs, std::vector<std::string> paths,
+                 std::span<const ReadRange> sample, const DirectCopyOptions& options);
     ~DirectCopier();
     DirectCopier(const DirectCopier&) = delete;
     DirectCopier& operator=(const DirectCopier&) = delete;
 
+    // More extents the copies will read, after those added before.
+    void add_reads(std::span<const ReadRange> reads);
     // Writes the range (its last blocks and its fdatasync may still be in flight on return);
     // returns each slot's CRC-32 (0 where want_crc is false).
     std::vector<std::uint32_t> copy(const RangeCopy& range);
@@ -124,9 +130,9 @@ class DirectCopier {
 
     InputFiles& inputs_;
     DirectCopyOptions options_;
-    std::vector<ReadRange> reads_;
-    std::size_t next_read_ = 0;  // index into reads_ of the extent being copied next
-    std::size_t reading_ = 0;    // the extent being copied
+    std::deque<ReadRange> reads_;  // added, not yet begun (direct reads only)
+    std::size_t next_read_ = 0;    // index among all reads of the extent copied next
+    std::size_t reading_ = 0;      // the extent being copied
     double sampled_fraction_ = -1.0;
     std::unique_ptr<DirectReader> reader_;  // direct reads only
     std::optional<DirectReader::Piece> piece_;

@@ -61,13 +61,8 @@ double sample_cached_fraction(const std::vector<std::string>& paths,
 
 DirectReader::DirectReader(std::vector<std::string> paths, std::vector<ReadRange> ranges,
                            const DirectReaderOptions& options, std::unique_ptr<AsyncIo> engine)
-    : paths_(std::move(paths)), ranges_(std::move(ranges)) {
-    for (const ReadRange& range : ranges_) {
-        if (range.file >= paths_.size()) {
-            throw_internal_error("DirectReader: a range names file " + std::to_string(range.file) +
-                                 " of " + std::to_string(paths_.size()));
-        }
-    }
+    : paths_(std::move(paths)) {
+    check_files(ranges);
     std::size_t block = std::max<std::size_t>(options.block_size / kPage, 1) * kPage;
     std::size_t count =
         std::min(std::max<std::size_t>(options.blocks_in_flight, 1), options.memory_budget / block);
@@ -86,11 +81,12 @@ DirectReader::DirectReader(std::vector<std::string> paths, std::vector<ReadRange
             direct_ = false;
             break;
         case ReadMode::kAuto:
-            sampled_fraction_ = sample_cached_fraction(paths_, ranges_, options.warm_samples);
+            sampled_fraction_ = sample_cached_fraction(paths_, ranges, options.warm_samples);
             direct_ = sampled_fraction_ < options.warm_threshold;
             break;
     }
 
+    ranges_.assign(ranges.begin(), ranges.end());
     inputs_.resize(paths_.size());
     blocks_.reserve(count);
     for (std::size_t i = 0; i < count; ++i) {
@@ -105,6 +101,25 @@ DirectReader::DirectReader(std::vector<std::string> paths, std::vector<ReadRange
     if (io_->depth() < count) {
         throw_internal_error("DirectReader: engine shallower than the blocks");
     }
+}
+
+void DirectReader::check_files(std::span<const ReadRange> ranges) const {
+    for (const ReadRange& range : ranges) {
+        if (range.file >= paths_.size()) {
+            throw_internal_error("DirectReader: a range names file " + std::to_string(range.file) +
+                                 " of " + std::to_string(paths_.size()));
+        }
+    }
+}
+
+void DirectReader::extend(std::span<const ReadRange> ranges) {
+    check_files(ranges);
+    // The ranges behind the planning cursor are in windows already, or delivered.
+    while (range_base_ < plan_range_) {
+        ranges_.pop_front();
+        ++range_base_;
+    }
+    ranges_.insert(ranges_.end(), ranges.begin(), ranges.end());
 }
 
 DirectReader::~DirectReader() {
@@ -142,8 +157,8 @@ std::size_t DirectReader::interleaved_files(std::uint64_t bytes, std::size_t lim
     constexpr std::size_t kLookAhead = 1 << 16;
     std::vector<std::uint32_t> files;
     std::uint64_t seen = 0;
-    for (std::size_t r = plan_range_; r < ranges_.size() && r - plan_range_ < kLookAhead; ++r) {
-        const ReadRange& range = ranges_[r];
+    for (std::size_t r = plan_range_; r < range_end() && r - plan_range_ < kLookAhead; ++r) {
+        const ReadRange& range = range_at(r);
         if (range.length == 0)
             continue;
         if (std::find(files.begin(), files.end(), range.file) == files.end()) {
@@ -159,10 +174,10 @@ std::size_t DirectReader::interleaved_files(std::uint64_t bytes, std::size_t lim
 }
 
 bool DirectReader::plan_group() {
-    while (plan_range_ < ranges_.size() && ranges_[plan_range_].length == 0) {
+    while (plan_range_ < range_end() && range_at(plan_range_).length == 0) {
         ++plan_range_;
     }
-    if (plan_range_ == ranges_.size() || free_blocks_.empty() || incomplete_ >= io_->depth()) {
+    if (plan_range_ == range_end() || free_blocks_.empty() || incomplete_ >= io_->depth()) {
         return false;
     }
     // Slots: the free blocks cut into as many equal parts (whole pages) as files interleave.
@@ -172,7 +187,7 @@ bool DirectReader::plan_group() {
         std::min(depth_left, free_blocks_.size() * static_cast<std::size_t>(block_size_ / kPage)));
     std::size_t per_block = (files + free_blocks_.size() - 1) / free_blocks_.size();
     std::size_t slot_size = static_cast<std::size_t>(round_down(block_size_ / per_block, kPage));
-    if (round_down(slot_size, input(ranges_[plan_range_].file).granule) == 0) {
+    if (round_down(slot_size, input(range_at(plan_range_).file).granule) == 0) {
         per_block = 1;  // the first file's alignment is coarser than a slot: a whole block
         slot_size = block_size_;
     }
@@ -185,8 +200,8 @@ bool DirectReader::plan_group() {
     };
     std::vector<Window> group;
     std::vector<Open> open;
-    while (plan_range_ < ranges_.size()) {
-        const ReadRange& range = ranges_[plan_range_];
+    while (plan_range_ < range_end()) {
+        const ReadRange& range = range_at(plan_range_);
         if (range.length == 0) {
             ++plan_range_;
             continue;

@@ -124,6 +124,11 @@ class DirectReader {
 
     std::optional<Piece> next();
 
+    // Appends ranges to the list (their pieces follow every earlier range's); the ranges the
+    // reader has planned are forgotten, so a caller that hands over its ranges a few at a time
+    // keeps only those ahead in memory. Piece::range goes on counting from the first range.
+    void extend(std::span<const ReadRange> ranges);
+
     // Whether the reader asked for O_DIRECT (kAuto: what the sample decided). A file whose
     // file system refused it is read buffered all the same.
     bool direct() const noexcept { return direct_; }
@@ -174,6 +179,9 @@ class DirectReader {
     // Plans the next group of windows into free blocks (see above); false when there is
     // nothing left to plan, no free block or no free depth.
     bool plan_group();
+    void check_files(std::span<const ReadRange> ranges) const;
+    const ReadRange& range_at(std::size_t index) const { return ranges_[index - range_base_]; }
+    std::size_t range_end() const noexcept { return range_base_ + ranges_.size(); }
     // How many files the ranges from the planning cursor interleave, counted as far as
     // `bytes` of them reach, at most `limit`.
     std::size_t interleaved_files(std::uint64_t bytes, std::size_t limit) const;
@@ -188,7 +196,8 @@ class DirectReader {
     void fail(std::exception_ptr error);
 
     std::vector<std::string> paths_;
-    std::vector<ReadRange> ranges_;
+    std::deque<ReadRange> ranges_;  // from range_base_ on: the ones not yet planned (and a few)
+    std::size_t range_base_ = 0;    // index of ranges_.front() among all ranges
     std::size_t block_size_ = 0;
     std::map<std::pair<std::uint32_t, std::uint64_t>, std::vector<std::byte>> units_;
     std::deque<std::pair<std::uint32_t, std::uint64_t>> unit_order_;  // oldest first
@@ -199,7 +208,7 @@ class DirectReader {
 
     // Planning cursor: the next byte of the ranges not yet in a window.
     std::size_t plan_range_ = 0;
-    std::uint64_t plan_offset_ = 0;  // within ranges_[plan_range_]
+    std::uint64_t plan_offset_ = 0;  // within range_at(plan_range_)
 
     std::exception_ptr error_;
     std::list<Window> windows_;  // issued, in planning order; erased once delivered

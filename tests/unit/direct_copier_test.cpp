@@ -128,7 +128,8 @@ TEST_P(DirectCopierCases, PiecesOfAFileInOneOrSeveralRangesGiveItsBytes) {
     }
 
     // Every extent read, in order, for the direct reader.
-    std::vector<ReadRange> reads;
+    std::vector<ReadRange> reads;                               // all of them: the warm/cold sample
+    std::vector<std::vector<ReadRange>> reads_of(cuts.size());  // per range
     // Each range's parts of the slots, computed as task_parts does (in element units).
     struct Part {
         std::size_t slot;
@@ -155,8 +156,10 @@ TEST_P(DirectCopierCases, PiecesOfAFileInOneOrSeveralRangesGiveItsBytes) {
                     extents.push_back({extent.file, extent.offset + (lo - position), hi - lo});
                 position += extent.length;
             }
-            for (const SourceExtent& extent : extents)
+            for (const SourceExtent& extent : extents) {
                 reads.push_back({extent.file, extent.offset, extent.length});
+                reads_of[r].push_back(reads.back());
+            }
             parts[r].push_back({s, from, to - from, std::move(extents)});
         }
     }
@@ -168,6 +171,8 @@ TEST_P(DirectCopierCases, PiecesOfAFileInOneOrSeveralRangesGiveItsBytes) {
     options.read_mode = param.mode;
     DirectCopier copier(files, paths, reads, options);
     EXPECT_EQ(copier.direct_reads(), param.mode == ReadMode::kDirect);
+    // The reads handed over as an executor does: a range ahead of the copies.
+    copier.add_reads(reads_of[0]);
     const std::string out = dir.file("out");
     std::vector<std::uint64_t> durable;
     std::vector<std::uint32_t> crc_of_slot(slots.size(), 0);  // single range: checked below
@@ -241,6 +246,7 @@ TEST_P(DirectCopierCases, PiecesOfAFileInOneOrSeveralRangesGiveItsBytes) {
             }
             return bytes;
         };
+        copier.add_reads(reads_of[r + 1]);
         std::vector<std::uint32_t> crcs = copier.copy(range);
         if (single)
             crc_of_slot = crcs;
