@@ -36,14 +36,26 @@ struct InputRecord {
     friend bool operator==(const InputRecord&, const InputRecord&) = default;
 };
 
-// A byte range of one of a copy's source extents whose CRC-32 goes to check piece `piece`
-// (run/input_check.hpp): bytes [offset, offset + length) of the input file, which lie inside
-// extent `extent` of the copy.
+// Bytes of a copy's source extents whose CRC-32 goes to check piece `piece`
+// (run/input_check.hpp): bytes [offset, offset + length) of the input file, which are those of
+// extents `extent`, `extent + stride`, ... (`extents` of them) of the copy. Several extents only
+// when each starts in the file where the one before it ends, so that the range holds the first
+// from `offset` to its end, the others whole, and the last from its start: a shard's rows of a
+// row-parallel weight, which the copy reads every `stride`-th extent (TP degree) in file order,
+// are one range, not one per row.
 struct CrcRange {
     std::uint32_t extent = 0;
+    std::uint32_t extents = 1;
+    std::uint32_t stride = 1;
     std::uint64_t offset = 0;
     std::uint64_t length = 0;
     std::uint32_t piece = 0;
+
+    std::uint32_t last_extent() const { return extent + (extents - 1) * stride; }
+    // Whether extent `e` of the copy is one of the range's.
+    bool holds_extent(std::uint32_t e) const {
+        return e >= extent && e <= last_extent() && (e - extent) % stride == 0;
+    }
 
     friend bool operator==(const CrcRange&, const CrcRange&) = default;
 };

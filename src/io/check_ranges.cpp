@@ -10,25 +10,36 @@ namespace z2f::io {
 
 void fold_check_ranges(std::span<const CrcRange> ranges, std::span<std::uint32_t> piece_crcs,
                        std::uint32_t extent, std::uint64_t offset, std::span<const std::byte> chunk,
-                       std::size_t& next) {
+                       CheckCursor& cursor) {
     const std::uint64_t end = offset + chunk.size();
-    while (next < ranges.size()) {
-        const CrcRange& range = ranges[next];
-        if (range.extent != extent || range.offset >= end)
-            return;  // a later chunk's, or a later extent's
-        const std::uint64_t from = std::max(range.offset, offset);
-        const std::uint64_t to = std::min(range.offset + range.length, end);
+    // The ranges that begin by this chunk's end.
+    while (cursor.next < ranges.size()) {
+        const CrcRange& range = ranges[cursor.next];
+        if (range.extent > extent || (range.extent == extent && range.offset >= end))
+            break;
+        cursor.open.push_back(cursor.next++);
+    }
+    std::size_t kept = 0;
+    for (const std::size_t index : cursor.open) {
+        const CrcRange& range = ranges[index];
         if (range.piece >= piece_crcs.size())
             throw_internal_error("check piece " + std::to_string(range.piece) + " out of range");
-        if (to > from) {
-            std::uint32_t& crc = piece_crcs[range.piece];
-            crc = crc32_update(crc, chunk.subspan(static_cast<std::size_t>(from - offset),
-                                                  static_cast<std::size_t>(to - from)));
+        const std::uint64_t range_end = range.offset + range.length;
+        if (range.holds_extent(extent)) {
+            const std::uint64_t from = std::max(range.offset, offset);
+            const std::uint64_t to = std::min(range_end, end);
+            if (to > from) {
+                std::uint32_t& crc = piece_crcs[range.piece];
+                crc = crc32_update(crc, chunk.subspan(static_cast<std::size_t>(from - offset),
+                                                      static_cast<std::size_t>(to - from)));
+            }
         }
-        if (range.offset + range.length > end)
-            return;  // continues in the next chunk
-        ++next;
+        const bool complete =
+            extent > range.last_extent() || (extent == range.last_extent() && range_end <= end);
+        if (!complete)
+            cursor.open[kept++] = index;
     }
+    cursor.open.resize(kept);
 }
 
 std::uint32_t checksum_range(const File& input, std::uint64_t offset, std::uint64_t length,

@@ -7,18 +7,28 @@
 #include <cstdint>
 #include <functional>
 #include <span>
+#include <vector>
 
 #include "common/extent.hpp"
 #include "io/posix_file.hpp"
 
 namespace z2f::io {
 
+// Where a copy is in its ranges: those not yet reached (from `next`) and those begun, not yet
+// complete (`open`: several when the ranges of a row-parallel weight's shards interleave).
+struct CheckCursor {
+    std::size_t next = 0;
+    std::vector<std::size_t> open;
+};
+
 // Folds `chunk`, the input bytes at file offset `offset` of extent `extent` of a copy, into
-// `piece_crcs[range.piece]` for every range of `ranges` (ordered by extent, then offset) it
-// overlaps. `next` is the first range not yet complete; chunks come in read order.
+// `piece_crcs[range.piece]` for every range of `ranges` (ordered by first extent, then offset)
+// that holds the extent and overlaps the chunk. Chunks come in read order (extent by extent,
+// each in file order), so every range, whose extents follow one another in the file, is folded
+// in file order.
 void fold_check_ranges(std::span<const CrcRange> ranges, std::span<std::uint32_t> piece_crcs,
                        std::uint32_t extent, std::uint64_t offset, std::span<const std::byte> chunk,
-                       std::size_t& next);
+                       CheckCursor& cursor);
 
 // The CRC-32 of bytes [offset, offset + length) of `input`, read through `buffer` for the
 // input check alone; `after_chunk(offset, bytes)` is called after each chunk (a chance to stop).

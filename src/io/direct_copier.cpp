@@ -158,7 +158,7 @@ void DirectCopier::copy_slot(const SlotCopy& slot, std::uint32_t& crc) {
     const std::size_t in_item = dtype_size(slot.source_dtype);
     const std::size_t out_item = dtype_size(slot.output_dtype);
     std::uint64_t written = 0;
-    std::size_t next_range = 0;
+    CheckCursor check_cursor;
     if (!slot.replicas.empty()) {
         // Small tensors (norms, biases): buffered reads through the chunk, means converted
         // into the staging buffer.
@@ -199,7 +199,7 @@ void DirectCopier::copy_slot(const SlotCopy& slot, std::uint32_t& crc) {
                     std::memcpy(space.data(), bytes.data(), bytes.size());
                 std::span<const std::byte> placed = space.first(bytes.size());
                 fold_check_ranges(slot.check_ranges, piece_crcs_, e, extent.offset + done, placed,
-                                  next_range);
+                                  check_cursor);
                 if (slot.want_crc)
                     crc = crc32_update(crc, placed);
                 writer_.commit(placed.size());
@@ -223,7 +223,7 @@ void DirectCopier::copy_slot(const SlotCopy& slot, std::uint32_t& crc) {
                 filled += bytes.size();
             }
             fold_check_ranges(slot.check_ranges, piece_crcs_, e, extent.offset + done, chunk,
-                              next_range);
+                              check_cursor);
             std::span<std::byte> out =
                 staging_.span().first(static_cast<std::size_t>(elements * out_item));
             convert_elements(slot.source_dtype, chunk, slot.output_dtype, out);

@@ -265,7 +265,7 @@ void ExtentCopier::copy_slot(OutputStream& out, const SlotCopy& slot, std::uint3
                                  std::to_string(slot.length) + " output bytes");
         return;
     }
-    std::size_t next_range = 0;
+    CheckCursor check_cursor;
     for (std::uint32_t e = 0; e < slot.extents.size(); ++e) {
         const SourceExtent& extent = slot.extents[e];
         if (extent.length % in_item != 0) {
@@ -289,7 +289,7 @@ void ExtentCopier::copy_slot(OutputStream& out, const SlotCopy& slot, std::uint3
             if (options_.backend == IoBackend::kMmap) {
                 with_mapped_range(
                     input, source_offset, in_bytes, [&](std::span<const std::byte> src) {
-                        check_chunk(slot, e, source_offset, src, next_range);
+                        check_chunk(slot, e, source_offset, src, check_cursor);
                         if (convert) {
                             convert_elements(slot.source_dtype, src, slot.output_dtype, target);
                         } else {
@@ -299,11 +299,11 @@ void ExtentCopier::copy_slot(OutputStream& out, const SlotCopy& slot, std::uint3
             } else if (convert) {
                 std::span<std::byte> chunk = input_chunk().first(in_bytes);
                 input.read_exact(source_offset, chunk);
-                check_chunk(slot, e, source_offset, chunk, next_range);
+                check_chunk(slot, e, source_offset, chunk, check_cursor);
                 convert_elements(slot.source_dtype, chunk, slot.output_dtype, target);
             } else {
                 input.read_exact(source_offset, target);
-                check_chunk(slot, e, source_offset, target, next_range);
+                check_chunk(slot, e, source_offset, target, check_cursor);
             }
             if (slot.want_crc) {
                 crc = crc32_update(crc, target);
@@ -325,8 +325,8 @@ void ExtentCopier::copy_slot(OutputStream& out, const SlotCopy& slot, std::uint3
 }
 
 void ExtentCopier::check_chunk(const SlotCopy& slot, std::uint32_t extent, std::uint64_t offset,
-                               std::span<const std::byte> chunk, std::size_t& next) {
-    fold_check_ranges(slot.check_ranges, piece_crcs_, extent, offset, chunk, next);
+                               std::span<const std::byte> chunk, CheckCursor& cursor) {
+    fold_check_ranges(slot.check_ranges, piece_crcs_, extent, offset, chunk, cursor);
 }
 
 std::uint32_t ExtentCopier::checksum(const SourceExtent& range) {

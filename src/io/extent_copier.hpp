@@ -30,6 +30,7 @@
 
 #include "common/dtype.hpp"
 #include "common/extent.hpp"
+#include "io/check_ranges.hpp"
 #include "io/input_files.hpp"
 #include "io/posix_file.hpp"
 #include "io/write_behind.hpp"
@@ -104,9 +105,9 @@ class ExtentCopier {
 
     void copy_slot(OutputStream& out, const SlotCopy& slot, std::uint32_t& crc);
     // Folds the raw bytes `chunk` (input bytes from `offset` of extent `extent`) into the check
-    // pieces they belong to; `next` is the slot's first range not yet complete.
+    // pieces they belong to; `cursor`: where the slot's copy is in its ranges.
     void check_chunk(const SlotCopy& slot, std::uint32_t extent, std::uint64_t offset,
-                     std::span<const std::byte> chunk, std::size_t& next);
+                     std::span<const std::byte> chunk, CheckCursor& cursor);
     bool copy_in_kernel(OutputStream& out, const SlotCopy& slot);
     std::span<std::byte> input_chunk();
     void note_read(std::uint32_t file, std::uint64_t offset, std::uint64_t length);

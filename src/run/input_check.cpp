@@ -48,8 +48,14 @@ std::vector<std::pair<std::uint64_t, std::uint64_t>> claim(
         position = std::max(position, it->second);
         ++it;
     }
-    for (const auto& [from, to] : fresh)
-        taken.emplace(from, to);
+    for (const auto& [from, to] : fresh) {
+        // Joined to the interval it continues: rows claimed one after another stay one node.
+        auto next = taken.lower_bound(from);
+        if (next != taken.begin() && std::prev(next)->second == from)
+            std::prev(next)->second = to;
+        else
+            taken.emplace(from, to);
+    }
     return fresh;
 }
 
@@ -73,6 +79,35 @@ struct RecordState {
     std::vector<std::uint32_t> tensors;
     std::vector<std::uint32_t> files;
 };
+
+// A copy's ranges, with those that may still grow: keyed by (record, where the range ends),
+// the range to extend when the copy's next fresh bytes of that record start there.
+struct SlotRanges {
+    std::vector<CrcRange> ranges;
+    std::map<std::pair<std::size_t, std::uint64_t>, std::size_t> growing;
+};
+
+// The range of `slot` that the fresh bytes [from, ...) of record `record` in extent `index`
+// continue, or null: one that ends at `from` in that record at the end of its last extent, with
+// this extent starting at `from` and coming `stride` extents after that one (any number after
+// it when the range has one extent: that sets the stride).
+CrcRange* continued_range(SlotRanges& slot, const std::vector<SourceExtent>& extents,
+                          std::size_t record, std::uint32_t index, std::uint64_t from) {
+    const SourceExtent& extent = extents[index];
+    if (extent.offset != from)
+        return nullptr;
+    auto found = slot.growing.find({record, from});
+    if (found == slot.growing.end())
+        return nullptr;
+    CrcRange& range = slot.ranges[found->second];
+    const std::uint32_t last = range.last_extent();
+    const SourceExtent& before = extents[last];
+    if (index <= last || before.file != extent.file || before.offset + before.length != from)
+        return nullptr;
+    if (range.extents > 1 && index - last != range.stride)
+        return nullptr;
+    return &range;
+}
 
 std::string hex(std::uint32_t value) {
     char text[16];
@@ -103,10 +138,12 @@ InputCheckPlan plan_input_check(const RunPlan& plan) {
     std::vector<CheckPiece> provisional;
     InputCheckPlan check;
 
-    // Marks the records a byte range touches; `ranges` (null: the bytes are only compared, not
-    // copied) receives the pieces it is the first to read.
-    auto touch = [&](std::uint32_t tensor, std::uint32_t file, const SourceExtent& extent,
-                     std::uint32_t rank, std::vector<CrcRange>* ranges, std::uint32_t index) {
+    // Marks the records extent `index` of `extents` touches; `slot` (null: the bytes are only
+    // compared, not copied) receives the pieces it is the first to read.
+    auto touch = [&](std::uint32_t tensor, std::uint32_t file,
+                     const std::vector<SourceExtent>& extents, std::uint32_t index,
+                     std::uint32_t rank, SlotRanges* slot) {
+        const SourceExtent& extent = extents[index];
         auto [first, last] =
             overlapping(records, extent.file, extent.offset, extent.offset + extent.length);
         for (std::size_t r = first; r < last; ++r) {
@@ -114,16 +151,30 @@ InputCheckPlan plan_input_check(const RunPlan& plan) {
             record.touched = true;
             add_unique(record.tensors, tensor);
             add_unique(record.files, file);
-            if (ranges == nullptr || records[r].crc32 == 0)
+            if (slot == nullptr || records[r].crc32 == 0)
                 continue;
             const std::uint64_t begin = std::max(extent.offset, records[r].offset);
             const std::uint64_t end = std::min(extent.offset + extent.length, records[r].end());
             for (const auto& [from, to] : claim(record.taken, begin, end)) {
+                if (CrcRange* run = continued_range(*slot, extents, r, index, from)) {
+                    // The shard's next row, right after its last one in the file: one range
+                    // and one piece for a run of rows (extent.hpp).
+                    if (run->extents == 1)
+                        run->stride = index - run->extent;
+                    run->extents += 1;
+                    run->length += to - from;
+                    provisional[run->piece].length += to - from;
+                    auto node = slot->growing.extract({r, from});
+                    node.key() = {r, to};
+                    slot->growing.insert(std::move(node));
+                    continue;
+                }
                 const auto id = static_cast<std::uint32_t>(provisional.size());
                 provisional.push_back(
                     {static_cast<std::uint32_t>(r), from, to - from, rank, false});
                 record.claims.push_back(id);
-                ranges->push_back({index, from, to - from, id});
+                slot->growing[{r, to}] = slot->ranges.size();
+                slot->ranges.push_back({index, 1, 1, from, to - from, id});
             }
         }
     };
@@ -141,9 +192,9 @@ InputCheckPlan plan_input_check(const RunPlan& plan) {
                 // Messages name the tensor the bytes belong to, not its alias.
                 const std::uint32_t tensor =
                     written.is_alias() ? static_cast<std::uint32_t>(written.alias_of) : slot_tensor;
-                std::vector<CrcRange> ranges;
+                SlotRanges ranges;
                 for (std::uint32_t e = 0; e < part.extents.size(); ++e)
-                    touch(tensor, f, part.extents[e], task.rank, &ranges, e);
+                    touch(tensor, f, part.extents, e, task.rank, &ranges);
                 // Replicas the replica check compares are read too: their records are checked,
                 // their bytes as the checker's extra reads (by the task holding the slot's
                 // first byte, so that they are counted once).
@@ -153,13 +204,13 @@ InputCheckPlan plan_input_check(const RunPlan& plan) {
                         continue;
                     const std::size_t first = piece.combine == plan::PieceCombine::kAverage ? 0 : 1;
                     for (std::size_t k = first; k < piece.sources.size(); ++k) {
-                        for (const SourceExtent& extent : piece.sources[k])
-                            touch(tensor, f, extent, task.rank, nullptr, 0);
+                        for (std::uint32_t e = 0; e < piece.sources[k].size(); ++e)
+                            touch(tensor, f, piece.sources[k], e, task.rank, nullptr);
                     }
                 }
-                if (!ranges.empty())
+                if (!ranges.ranges.empty())
                     check.slot_ranges.emplace(InputCheckPlan::slot_key(t, part.slot),
-                                              std::move(ranges));
+                                              std::move(ranges.ranges));
             }
         }
     }

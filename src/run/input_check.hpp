@@ -5,9 +5,11 @@
 // partition, a frozen parameter, a buffer, a moment) is checked against the CRC-32 of its zip
 // directory entry. The bytes are checksummed where they are read anyway: a record whose
 // tensors several ranks copy is cut into pieces, one per range a copy reads first, and each
-// rank checksums its pieces while the bytes are in its buffer. The bytes of a record that no
-// copy reads (alignment padding, tensors not selected, TP replicas only compared) are pieces
-// too, read for the check alone by the record's checker: the rank of its first copied piece.
+// rank checksums its pieces while the bytes are in its buffer. A copy's run of extents that
+// follow one another in the file (the rows of a row-parallel weight's shard) is one range and
+// one piece, so the plan grows with the tensors and ranks, not with the rows. The bytes of a record
+// that no copy reads (alignment padding, tensors not selected, TP replicas only compared) are
+// pieces too, read for the check alone by the record's checker: the rank of its first copied piece.
 // The pieces of a record cover it exactly once, in file order, so its CRC is their join
 // (crc32_join); only the pieces' CRCs cross MPI.
 //

@@ -11,9 +11,12 @@
 
 #include "checkpoint/assemble.hpp"
 #include "checkpoint/discovery.hpp"
+#include "checkpoint/file_grid.hpp"
+#include "checkpoint/parallel_assemble.hpp"
 #include "common/crc32.hpp"
 #include "io/posix_file.hpp"
 #include "run/task_parts.hpp"
+#include "run/tensor_source.hpp"
 #include "support/fixture_plans.hpp"
 #include "support/test_files.hpp"
 #include "zero2fp32/error.hpp"
@@ -77,9 +80,22 @@ void expect_well_formed(const RunPlan& plan, const InputCheckPlan& check) {
         ASSERT_EQ(part.slot, slot);
         const std::uint32_t rank = task.rank;
         for (const CrcRange& range : ranges) {
-            const SourceExtent& extent = part.extents.at(range.extent);
-            EXPECT_GE(range.offset, extent.offset);
-            EXPECT_LE(range.offset + range.length, extent.offset + extent.length);
+            // The range's extents follow one another in the file, and the range holds the
+            // first from its offset, the middle ones whole and the last up to its end.
+            ASSERT_GE(range.extents, 1u);
+            ASSERT_GE(range.stride, 1u);
+            const SourceExtent& first = part.extents.at(range.extent);
+            const SourceExtent& last = part.extents.at(range.last_extent());
+            EXPECT_GE(range.offset, first.offset);
+            EXPECT_LT(range.offset, first.offset + first.length);
+            EXPECT_GT(range.offset + range.length, last.offset);
+            EXPECT_LE(range.offset + range.length, last.offset + last.length);
+            for (std::uint32_t k = 1; k < range.extents; ++k) {
+                const SourceExtent& before = part.extents.at(range.extent + (k - 1) * range.stride);
+                const SourceExtent& after = part.extents.at(range.extent + k * range.stride);
+                EXPECT_EQ(after.file, before.file);
+                EXPECT_EQ(after.offset, before.offset + before.length);
+            }
             const CheckPiece& piece = check.pieces.at(range.piece);
             EXPECT_FALSE(piece.extra_read);
             EXPECT_EQ(piece.offset, range.offset);
@@ -117,6 +133,68 @@ TEST(InputCheck, PiecesCoverEveryRecordReadOnceAndJoinToItsCrc) {
                     std::vector<std::uint32_t> crcs = piece_crcs(plan, check);
                     EXPECT_TRUE(failed_records(check, plan.tensors.records, crcs).empty());
                 }
+            }
+        }
+    }
+}
+
+TEST(InputCheck, AShardsRowsOfARowParallelWeightAreOneRange) {
+    // TP=2: the output rows of a row-parallel weight alternate between the ranks' shards, one
+    // extent per row and shard. A shard's rows follow one another in its file, so each is one
+    // range over every other extent (and one piece), not one per row; the pieces still join.
+    const std::string dir = std::string(Z2F_TEST_DATA) + "/deepspeed-parallel/tp2_dp2_z1_fp32";
+    checkpoint::ParallelCheckpointMeta meta =
+        checkpoint::read_parallel_checkpoint_meta(checkpoint::discover_file_grid(dir, ""));
+    for (OutputFormat format : {OutputFormat::kSafetensors, OutputFormat::kTorch,
+                                OutputFormat::kHdf5, OutputFormat::kUniversal}) {
+        for (std::uint32_t ranks = 1; ranks <= 4; ++ranks) {
+            for (std::uint64_t block : {std::uint64_t{4} << 20, std::uint64_t{4096}}) {
+                SCOPED_TRACE(std::string(enum_name(format)) + " ranks " + std::to_string(ranks) +
+                             " block " + std::to_string(block));
+                Options options;
+                options.format = format;
+                options.block_size = block;
+                options.max_shard_size.reset();
+                RunSettings settings;
+                settings.options = options;
+                settings.ranks = ranks;
+                settings.writer_version = "test";
+                RunPlan plan =
+                    build_run_plan(parallel_source(meta, options, std::nullopt), settings);
+                InputCheckPlan check = plan_input_check(plan);
+                expect_well_formed(plan, check);
+                EXPECT_TRUE(
+                    failed_records(check, plan.tensors.records, piece_crcs(plan, check)).empty());
+                // dense_4h_to_h.weight: 16 rows x 2 shards; a ZeRO-1 partition boundary cuts
+                // a row, so a shard's rows are one or two ranges.
+                std::size_t extents = 0;
+                std::size_t ranges = 0;
+                std::uint32_t longest = 0;
+                for (std::uint32_t t = 0; t < plan.tasks.size(); ++t) {
+                    for (const SlotPart& part : slot_parts(plan, plan.tasks[t])) {
+                        const output::OutputFileLayout& layout =
+                            plan.files.at(plan.tasks[t].file).layout;
+                        const std::string& name =
+                            plan.tensors.tensors.at(layout.slots.at(part.slot).tensor).name;
+                        if (name.find("0.mlp.dense_4h_to_h.weight") == std::string::npos)
+                            continue;
+                        extents += part.extents.size();
+                        if (const auto* slot = check.ranges_of(t, part.slot)) {
+                            ranges += slot->size();
+                            for (const CrcRange& range : *slot) {
+                                longest = std::max(longest, range.extents);
+                                if (range.extents > 1) {
+                                    EXPECT_GE(range.stride, 2u);  // 3 by a cut row
+                                }
+                            }
+                        }
+                    }
+                }
+                if (format == OutputFormat::kUniversal)
+                    continue;  // written per TP rank there
+                EXPECT_GE(extents, 32u);
+                EXPECT_LE(ranges, 8u);
+                EXPECT_GE(longest, 7u);
             }
         }
     }
