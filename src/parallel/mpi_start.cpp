@@ -21,10 +21,22 @@ bool started_by_launcher() {
 }
 
 void start_mpi(int* argc, char*** argv) {
+    // MPI_Init loads hwloc to learn the node's topology, and hwloc loads every plugin it finds:
+    // the libxml2 XML backend (libxml2 and ICU, ~35 MB of libraries), OpenCL and GL
+    // (X11) device discovery. None of them matters for moving bytes between files, and hwloc
+    // keeps its own XML backend for topologies passed between processes. From a cold page
+    // cache (a node's first run, or binaries on a parallel file system) they cost ~25 ms of
+    // each rank's start (docs/performance.md); PCI discovery stays, for MPI's NIC locality.
+    // The last argument 0, here and below: never override what the user set.
+    ::setenv("HWLOC_PLUGINS_BLACKLIST", "hwloc_xml_libxml,hwloc_opencl,hwloc_gl", 0);
+    // Our MPI traffic is metadata (kilobytes to a few MB per rank), so the plain point-to-point
+    // layer is enough. Left to choose, OpenMPI probes its other layers first (UCX, and the
+    // libfabric and PSM transports behind pml cm): ~0.2 s of every MPI_Init at 1-4 ranks here,
+    // more than the rest of MPI's start-up. Every rank sets the same value, so they agree;
+    // `mpirun --mca pml ...` or OMPI_MCA_pml in the environment still wins.
+    ::setenv("OMPI_MCA_pml", "ob1", 0);
     if (!started_by_launcher()) {
-        // The last argument 0: never override what the user set.
         ::setenv("OMPI_MCA_ess_singleton_isolated", "1", 0);
-        ::setenv("OMPI_MCA_pml", "ob1", 0);
     }
     int provided = 0;
     MPI_Init_thread(argc, argv, MPI_THREAD_FUNNELED, &provided);
