@@ -10,6 +10,8 @@ install(TARGETS zero2fp32 EXPORT zero2fp32Targets
     LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}
     ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
     INCLUDES DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
+# The HDF5 writer module, loaded from the library's directory by --format hdf5.
+install(TARGETS zero2fp32_hdf5 LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR})
 install(TARGETS zero2fp32-mpi zero2fp32-inspect zero2fp32-synth
     RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
 install(DIRECTORY ${PROJECT_SOURCE_DIR}/include/zero2fp32

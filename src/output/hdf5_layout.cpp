@@ -11,6 +11,7 @@
 
 #include "common/errors.hpp"
 #include "output/hdf5_api.hpp"
+#include "output/hdf5_module.hpp"
 #include "output/hdf5_recording_driver.hpp"
 
 #if !H5_VERSION_GE(1, 10, 2)
@@ -552,3 +553,9 @@ OutputFileLayout layout_hdf5_file(std::string file_name, const plan::TensorPlan&
 }
 
 }  // namespace z2f::output
+
+// The module's entry point (hdf5_module.hpp): what libzero2fp32 looks up after dlopen.
+extern "C" __attribute__((visibility("default"))) z2f::output::Hdf5LayoutFunction
+z2f_hdf5_layout_v1() {
+    return &z2f::output::layout_hdf5_file;
+}

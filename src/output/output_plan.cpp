@@ -3,7 +3,7 @@
 #include <algorithm>
 
 #include "common/errors.hpp"
-#include "output/hdf5_layout.hpp"
+#include "output/hdf5_module.hpp"
 #include "output/index_json.hpp"
 #include "output/safetensors_layout.hpp"
 #include "output/shard_split.hpp"
@@ -85,7 +85,7 @@ OutputFileLayout layout_output_file(const plan::TensorPlan& plan, const OutputPl
             hdf5.bf16_as_float = options.hdf5_bf16_as_float;
             hdf5.writer_version = options.writer_version;
             hdf5.source_checkpoint = options.source_checkpoint;
-            return layout_hdf5_file(output.name, plan, output.tensors, hdf5);
+            return hdf5_layout_function()(output.name, plan, output.tensors, hdf5);
         }
         case OutputFormat::kUniversal:
             break;  // laid out by universal_layout, file by file

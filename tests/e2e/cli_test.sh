@@ -69,6 +69,15 @@ expect_rc 0
 expect_file "$WORK/zt/model.safetensors.index.json"
 grep -q '"weight_map"' "$WORK/zt/model.safetensors.index.json" || fail "index has no weight_map"
 
+case_start "HDF5 is loaded only for --format hdf5, from the module next to the library"
+lib_dir=$(dirname "$(ldd "$Z2F_BIN" | awk '/libzero2fp32\.so/ {print $3}')")
+[[ -f "$lib_dir/libzero2fp32_hdf5.so" ]] || fail "no HDF5 module next to the library in '$lib_dir'"
+if ldd "$Z2F_BIN" | grep -q hdf5; then fail "zero2fp32-mpi maps HDF5 at start-up: $(ldd "$Z2F_BIN" | grep hdf5)"; fi
+run_mpi 2 "$Z2F_FIXTURES/z3_ws4_fp32" "$WORK/h5" --format hdf5 -q
+expect_rc 0
+[[ -s "$WORK/h5/model.h5" ]] || fail "no model.h5: $(ls "$WORK/h5")"
+[[ $(head -c 4 "$WORK/h5/model.h5" | tail -c 3) == HDF ]] || fail "model.h5 has no HDF5 signature"
+
 case_start "--dry-run writes nothing"
 run_mpi 3 "$Z2F_FIXTURES/z3_ws4_fp32" "$WORK/dry" --dry-run --max-shard-size 10KB
 expect_rc 0

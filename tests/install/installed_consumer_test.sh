@@ -47,4 +47,7 @@ PATH="$work/prefix/bin:$PATH" zero2fp32-mpi "$example" "$work/cli_bf16" -q --dty
     || fail "the installed zero2fp32-mpi failed (bf16)"
 cmp -s "$work/cli_bf16/model.safetensors" "$work/consumer_out/model.safetensors" \
     || fail "the installed tool and the library consumer wrote different bytes"
+PATH="$work/prefix/bin:$PATH" zero2fp32-mpi "$example" "$work/cli_h5" -q --format hdf5 \
+    || fail "the installed zero2fp32-mpi failed (hdf5: its module is loaded from the library's directory)"
+[[ -s "$work/cli_h5/model.h5" ]] || fail "no model.h5 from the installed tool"
 echo "installed package, consumer and tools: ok"

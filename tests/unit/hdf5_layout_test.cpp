@@ -20,6 +20,7 @@
 #include "common/errors.hpp"
 #include "io/posix_file.hpp"
 #include "output/hdf5_api.hpp"
+#include "output/hdf5_module.hpp"
 
 namespace z2f {
 namespace {
@@ -814,6 +815,15 @@ TEST(Hdf5Layout, WriteSampleFilesForH5py) {
         realise(layout, plan, (dir / name).string(), true);
         expect_file_matches_plan((dir / name).string(), plan, indices, options);
     }
+}
+
+TEST(Hdf5Module, TheLibraryLoadsTheWriterFromItsOwnDirectory) {
+    // libzero2fp32 never links HDF5: output_plan reaches layout_hdf5_file through the module
+    // it loads from its own directory. Here the test binary has the module loaded already, so
+    // the loader must hand back that very function.
+    const output::Hdf5LayoutFunction loaded = output::hdf5_layout_function();
+    EXPECT_EQ(loaded, &output::layout_hdf5_file);
+    EXPECT_EQ(output::hdf5_layout_function(), loaded);  // loaded once
 }
 
 }  // namespace
