@@ -3,7 +3,7 @@
 #include <bit>
 #include <dlfcn.h>
 #include <filesystem>
-#include <mutex>
+#include <string>
 
 #include "common/errors.hpp"
 
@@ -40,9 +40,8 @@ LoadedModule load_module() {
 }  // namespace
 
 Hdf5LayoutFunction hdf5_layout_function() {
-    static std::once_flag once;
-    static LoadedModule module;
-    std::call_once(once, [] { module = load_module(); });
+    // A function-local static is initialised once, thread-safely, on first use.
+    static const LoadedModule module = load_module();
     if (module.layout == nullptr)
         throw_output_error("HDF5 output needs the module " + std::string(kHdf5ModuleName) +
                            " next to libzero2fp32, which could not be loaded: " + module.error);
