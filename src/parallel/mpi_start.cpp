@@ -2,8 +2,11 @@
 
 #include <array>
 #include <cstdlib>
+#include <vector>
 
 #include <mpi.h>
+
+#include "io/tcp_sockets.hpp"
 
 namespace z2f::parallel {
 
@@ -38,8 +41,12 @@ void start_mpi(int* argc, char*** argv) {
     if (!started_by_launcher()) {
         ::setenv("OMPI_MCA_ess_singleton_isolated", "1", 0);
     }
+    const std::vector<int> sockets_before = io::tcp_socket_descriptors();
     int provided = 0;
     MPI_Init_thread(argc, argv, MPI_THREAD_FUNNELED, &provided);
+    // The PMIx client's connection to the node's server lacks TCP_NODELAY: 40 ms of delayed
+    // acknowledgement in every launched rank's MPI_Finalize without this (io/tcp_sockets.hpp).
+    (void)io::disable_nagle_on_new_tcp_sockets(sockets_before);
 }
 
 }  // namespace z2f::parallel

@@ -9,6 +9,10 @@
 // (`ess_singleton_isolated`) with the plain `ob1` messaging layer: 0.1 s. Settings the user
 // already made (OMPI_MCA_* in the environment) win; other MPI libraries ignore these names.
 //
+// After MPI_Init, TCP_NODELAY is set on the TCP sockets MPI_Init opened: the PMIx client's
+// connection to the node's server has Nagle's algorithm on, which costs every launched rank
+// ~40 ms of delayed acknowledgement in MPI_Finalize (io/tcp_sockets.hpp).
+//
 // The thread level is MPI_THREAD_FUNNELED: the copy engine syncs outputs from a helper thread
 // that never calls MPI.
 #pragma once
@@ -18,7 +22,8 @@ namespace z2f::parallel {
 // Whether the environment shows that an MPI launcher started this process.
 bool started_by_launcher();
 
-// MPI_Init_thread(FUNNELED), after the singleton settings above when no launcher started us.
+// MPI_Init_thread(FUNNELED), after the settings above (the singleton ones when no launcher
+// started us), then TCP_NODELAY on the sockets it opened.
 void start_mpi(int* argc, char*** argv);
 
 }  // namespace z2f::parallel

@@ -1,0 +1,71 @@
+#include "io/tcp_sockets.hpp"
+
+#include <algorithm>
+#include <charconv>
+#include <cstring>
+#include <dirent.h>
+#include <memory>
+
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/socket.h>
+
+namespace z2f::io {
+namespace {
+
+bool is_tcp_socket(int descriptor) noexcept {
+    int type = 0;
+    socklen_t length = sizeof type;
+    if (::getsockopt(descriptor, SOL_SOCKET, SO_TYPE, &type, &length) != 0 || type != SOCK_STREAM)
+        return false;  // not a socket (ENOTSOCK), or not a stream socket
+    sockaddr_storage address{};
+    length = sizeof address;
+    if (::getsockname(descriptor, reinterpret_cast<sockaddr*>(&address), &length) != 0)
+        return false;
+    return address.ss_family == AF_INET || address.ss_family == AF_INET6;
+}
+
+}  // namespace
+
+std::vector<int> tcp_socket_descriptors() noexcept {
+    std::vector<int> sockets;
+    const std::unique_ptr<DIR, int (*)(DIR*)> directory(::opendir("/proc/self/fd"), &::closedir);
+    if (!directory)
+        return sockets;
+    const int own = ::dirfd(directory.get());
+    try {
+        while (const dirent* entry = ::readdir(directory.get())) {
+            int descriptor = -1;
+            const char* name = entry->d_name;
+            const char* end = name + std::strlen(name);
+            if (std::from_chars(name, end, descriptor).ptr != end || descriptor == own)
+                continue;  // "." and "..", and the listing's own descriptor
+            if (is_tcp_socket(descriptor))
+                sockets.push_back(descriptor);
+        }
+    } catch (...) {
+        return {};  // out of memory while listing: change nothing, which is harmless
+    }
+    std::sort(sockets.begin(), sockets.end());
+    return sockets;
+}
+
+bool tcp_nodelay(int descriptor) noexcept {
+    int value = 0;
+    socklen_t length = sizeof value;
+    return ::getsockopt(descriptor, IPPROTO_TCP, TCP_NODELAY, &value, &length) == 0 && value != 0;
+}
+
+std::size_t disable_nagle_on_new_tcp_sockets(const std::vector<int>& before) noexcept {
+    std::size_t set = 0;
+    for (const int descriptor : tcp_socket_descriptors()) {
+        if (std::binary_search(before.begin(), before.end(), descriptor))
+            continue;
+        const int one = 1;
+        if (::setsockopt(descriptor, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one) == 0)
+            ++set;
+    }
+    return set;
+}
+
+}  // namespace z2f::io

@@ -1,0 +1,27 @@
+// What start_mpi() leaves behind, on every rank (main() started MPI through it).
+#include <gtest/gtest.h>
+#include <sys/socket.h>
+
+#include "io/tcp_sockets.hpp"
+
+namespace {
+
+bool connected(int descriptor) {
+    sockaddr_storage peer{};
+    socklen_t length = sizeof peer;
+    return ::getpeername(descriptor, reinterpret_cast<sockaddr*>(&peer), &length) == 0;
+}
+
+// A launched rank's connection to the PMIx server, and MPI's own TCP connections: none may
+// wait for delayed acknowledgements (io/tcp_sockets.hpp). Sockets that are not connected are
+// left out: under srun a rank inherits a listening socket from slurmstepd, which start_mpi()
+// rightly leaves alone. Under mpi.singleton there may be no TCP socket at all.
+TEST(MpiStart, EveryConnectedTcpSocketOfTheRankHasNoDelay) {
+    for (const int descriptor : z2f::io::tcp_socket_descriptors()) {
+        if (connected(descriptor)) {
+            EXPECT_TRUE(z2f::io::tcp_nodelay(descriptor)) << "TCP socket " << descriptor;
+        }
+    }
+}
+
+}  // namespace
