@@ -8,30 +8,98 @@
 
 namespace z2f::plan {
 
-Ownership assign_unit_ownership(const std::vector<OwnershipUnit>& units, std::uint32_t files,
-                                std::uint32_t ranks) {
-    if (ranks == 0) {
-        throw_internal_error("ownership for zero ranks");
-    }
+namespace {
+
+// Ranks of the units, largest weight first to the least-loaded rank.
+std::vector<std::uint32_t> largest_first(const std::vector<OwnershipUnit>& units,
+                                         std::uint32_t ranks) {
     std::vector<std::size_t> order(units.size());
     std::iota(order.begin(), order.end(), 0);
     std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {
         return units[a].weight > units[b].weight;
     });
+    std::vector<std::uint64_t> load(ranks, 0);
+    std::vector<std::uint32_t> rank_of(units.size(), 0);
+    for (std::size_t index : order) {
+        // min_element keeps the first of equal loads: the lower rank.
+        auto least = std::min_element(load.begin(), load.end());
+        rank_of[index] = static_cast<std::uint32_t>(least - load.begin());
+        *least += units[index].weight;
+    }
+    return rank_of;
+}
+
+// Ranks of the units in runs, in the units' order, no run heavier than `limit`: each unit
+// joins the current run unless that would pass the limit. Empty when more than `ranks` runs
+// are needed.
+std::vector<std::uint32_t> runs_within(const std::vector<OwnershipUnit>& units, std::uint32_t ranks,
+                                       std::uint64_t limit) {
+    std::vector<std::uint32_t> rank_of(units.size(), 0);
+    std::uint32_t rank = 0;
+    std::uint64_t load = 0;
+    for (std::size_t i = 0; i < units.size(); ++i) {
+        const std::uint64_t weight = units[i].weight;
+        if (weight > limit)
+            return {};
+        if (load > 0 && weight > limit - load) {
+            if (++rank == ranks)
+                return {};
+            load = 0;
+        }
+        load += weight;
+        rank_of[i] = rank;
+    }
+    return rank_of;
+}
+
+std::uint64_t heaviest_rank(const std::vector<OwnershipUnit>& units,
+                            const std::vector<std::uint32_t>& rank_of, std::uint32_t ranks) {
+    std::vector<std::uint64_t> load(ranks, 0);
+    for (std::size_t i = 0; i < units.size(); ++i)
+        load[rank_of[i]] += units[i].weight;
+    return load.empty() ? 0 : *std::max_element(load.begin(), load.end());
+}
+
+// Contiguous runs when their heaviest rank is within 1 % of largest-first's, else
+// largest-first (see the header).
+std::vector<std::uint32_t> choose_ranks(const std::vector<OwnershipUnit>& units,
+                                        std::uint32_t ranks) {
+    std::vector<std::uint32_t> scattered = largest_first(units, ranks);
+    const std::uint64_t balanced = heaviest_rank(units, scattered, ranks);
+    const std::uint64_t allowed = balanced + balanced / 100;
+    if (runs_within(units, ranks, allowed).empty())
+        return scattered;
+    // The lightest limit that still fits in `ranks` runs: the best-balanced runs.
+    std::uint64_t low = 0;  // never fits unless every unit weighs 0
+    std::uint64_t high = allowed;
+    if (!runs_within(units, ranks, 0).empty())
+        high = 0;
+    while (high - low > 1) {
+        const std::uint64_t middle = low + (high - low) / 2;
+        (runs_within(units, ranks, middle).empty() ? low : high) = middle;
+    }
+    return runs_within(units, ranks, high);
+}
+
+}  // namespace
+
+Ownership assign_unit_ownership(const std::vector<OwnershipUnit>& units, std::uint32_t files,
+                                std::uint32_t ranks) {
+    if (ranks == 0) {
+        throw_internal_error("ownership for zero ranks");
+    }
+    const std::vector<std::uint32_t> rank_of = choose_ranks(units, ranks);
 
     Ownership result;
     result.bytes_per_rank.assign(ranks, 0);
-    for (std::size_t index : order) {
-        // min_element keeps the first of equal loads: the lower rank.
-        auto least = std::min_element(result.bytes_per_rank.begin(), result.bytes_per_rank.end());
-        const auto rank = static_cast<std::uint32_t>(least - result.bytes_per_rank.begin());
-        *least += units[index].weight;
+    for (std::size_t index = 0; index < units.size(); ++index) {
+        result.bytes_per_rank[rank_of[index]] += units[index].weight;
         for (WriteTask task : units[index].tasks) {
             if (task.file >= files) {
                 throw_internal_error("ownership unit names file " + std::to_string(task.file) +
                                      " of " + std::to_string(files));
             }
-            task.rank = rank;
+            task.rank = rank_of[index];
             task.lead = false;
             result.tasks.push_back(task);
         }

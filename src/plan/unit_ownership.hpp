@@ -4,10 +4,21 @@
 // all three of its streams and every file has a single writer; a large byte copy is cut into
 // pieces that are units of their own, like the tensor ranges of a shared Hugging Face shard.
 //
-// Units are assigned largest weight first to the least-loaded rank; ties break on the unit's
-// index, then on the lower rank, so every rank computes the same assignment whatever order it
-// meets them in. A unit's weight is what it costs to write (its files' bytes, headers included),
-// which is not always its tasks' slot bytes (a file of known bytes has no slot at all).
+// Two assignments are computed, and the first is taken when it balances (nearly) as well:
+//   - contiguous runs: the units in their order (the planner lists parameters in the order
+//     the optimizer files hold them), rank 0 the first run, rank 1 the next, ..., each run as
+//     light as `ranks` runs allow (the smallest limit under which cutting a run before the unit
+//     that would pass it leaves at most `ranks` runs; found by bisection). A rank then reads
+//     one stretch of each input file, and only the 4 KiB pages at the ends of the stretches
+//     hold bytes of two ranks: direct reads, which move whole pages, read each such page twice
+//     (once per rank), so the fewer the boundaries the closer bytes read come to bytes needed;
+//   - largest weight first to the least-loaded rank (ties: the unit's index, then the lower
+//     rank), which balances better when a few units are large (an embedding among few layers)
+//     but scatters neighbouring parameters over the ranks.
+// The runs win when their heaviest rank carries at most 1 % more than largest-first's. Both
+// depend only on the units, so every rank computes the same assignment. A unit's weight is what
+// it costs to write (its files' bytes, headers included), which is not always its tasks' slot
+// bytes (a file of known bytes has no slot at all).
 #pragma once
 
 #include <cstdint>

@@ -57,9 +57,51 @@ plan::WriteTask task(std::uint32_t file, std::uint32_t begin, std::uint32_t end,
     return t;
 }
 
+// The ranks of the units' first tasks, in unit order (units of one task each).
+std::vector<std::uint32_t> unit_ranks(const std::vector<std::uint64_t>& weights,
+                                      std::uint32_t ranks, std::vector<std::uint64_t>* loads) {
+    std::vector<plan::OwnershipUnit> units;
+    for (std::uint32_t u = 0; u < weights.size(); ++u)
+        units.push_back({{task(u, 0, 1, weights[u])}, weights[u]});
+    plan::Ownership owned =
+        plan::assign_unit_ownership(units, static_cast<std::uint32_t>(weights.size()), ranks);
+    if (loads != nullptr)
+        *loads = owned.bytes_per_rank;
+    std::vector<std::uint32_t> result;
+    for (const plan::WriteTask& t : owned.tasks)  // ordered by file = unit
+        result.push_back(t.rank);
+    return result;
+}
+
+TEST(UnitOwnership, ContiguousRunsWhenTheyBalanceAsWell) {
+    // Largest-first would give 0, 1, 0, 1 (every neighbour on the other rank); the runs balance
+    // as well and keep neighbours together.
+    std::vector<std::uint64_t> loads;
+    EXPECT_EQ(unit_ranks({4, 4, 4, 4}, 2, &loads), (std::vector<std::uint32_t>{0, 0, 1, 1}));
+    EXPECT_EQ(loads, (std::vector<std::uint64_t>{8, 8}));
+    // The lightest runs that fit: 4, 4, 2 (limit 4), not 3, 3, 3, 1 (4 runs) nor 5, 5, 0.
+    EXPECT_EQ(unit_ranks({1, 1, 1, 1, 1, 1, 1, 1, 1, 1}, 3, &loads),
+              (std::vector<std::uint32_t>{0, 0, 0, 0, 1, 1, 1, 1, 2, 2}));
+    EXPECT_EQ(loads, (std::vector<std::uint64_t>{4, 4, 2}));
+    // Within 1 % of largest-first's heaviest rank (201: 199 + 2, and 100 + 100): runs, 202.
+    EXPECT_EQ(unit_ranks({199, 100, 100, 2}, 2, &loads), (std::vector<std::uint32_t>{0, 1, 1, 1}));
+    EXPECT_EQ(loads, (std::vector<std::uint64_t>{199, 202}));
+    // More ranks than units, and units that weigh nothing.
+    EXPECT_EQ(unit_ranks({3, 3}, 4, &loads), (std::vector<std::uint32_t>{0, 1}));
+    EXPECT_EQ(unit_ranks({0, 0, 0}, 2, &loads), (std::vector<std::uint32_t>{0, 0, 0}));
+}
+
+TEST(UnitOwnership, LargestFirstWhenRunsBalanceWorse) {
+    // A large unit between two small ones: runs need a rank of 400, largest-first has 300.
+    std::vector<std::uint64_t> loads;
+    EXPECT_EQ(unit_ranks({100, 300, 100}, 2, &loads), (std::vector<std::uint32_t>{1, 0, 1}));
+    EXPECT_EQ(loads, (std::vector<std::uint64_t>{300, 200}));
+}
+
 TEST(UnitOwnership, LargestUnitFirstToTheLeastLoadedRank) {
-    // Weights 5, 9, 4, 4 on 2 ranks: 9 -> 0, 5 -> 1, the first 4 -> 1, the second 4 -> 0 (loads
-    // 9 and 9: a tie goes to the lower rank).
+    // Weights 5, 9, 4, 4 on 2 ranks (runs: 14 and 8 at best, more than 1 % over 13):
+    // 9 -> 0, 5 -> 1, the first 4 -> 1, the second 4 -> 0 (loads 9 and 9: a tie goes to the
+    // lower rank).
     std::vector<plan::OwnershipUnit> units(4);
     units[0] = {{task(0, 0, 1, 5)}, 5};
     units[1] = {{task(1, 0, 1, 9), task(2, 0, 0, 0)}, 9};
