@@ -3,7 +3,9 @@
 // model-states files, latest_universal as the index, the options that do not apply, and the
 // ownership by units it rests on.
 #include <algorithm>
+#include <functional>
 #include <map>
+#include <random>
 #include <set>
 
 #include <gtest/gtest.h>
@@ -89,6 +91,58 @@ TEST(UnitOwnership, ContiguousRunsWhenTheyBalanceAsWell) {
     // More ranks than units, and units that weigh nothing.
     EXPECT_EQ(unit_ranks({3, 3}, 4, &loads), (std::vector<std::uint32_t>{0, 1}));
     EXPECT_EQ(unit_ranks({0, 0, 0}, 2, &loads), (std::vector<std::uint32_t>{0, 0, 0}));
+}
+
+// The lightest heaviest rank of any cut of `weights`, in order, into at most `ranks` runs
+// (every cut tried).
+std::uint64_t best_runs(const std::vector<std::uint64_t>& weights, std::uint32_t ranks) {
+    std::uint64_t best = ~std::uint64_t{0};
+    std::function<void(std::size_t, std::uint32_t, std::uint64_t)> cut =
+        [&](std::size_t from, std::uint32_t left, std::uint64_t heaviest) {
+            if (from == weights.size()) {
+                best = std::min(best, heaviest);
+                return;
+            }
+            if (left == 0)
+                return;
+            std::uint64_t run = 0;
+            for (std::size_t to = from; to < weights.size(); ++to) {
+                run += weights[to];
+                cut(to + 1, left - 1, std::max(heaviest, run));
+            }
+        };
+    cut(0, ranks, 0);
+    return best;
+}
+
+TEST(UnitOwnership, RunsAreTheBestCutOrLoseByMoreThanOnePercent) {
+    std::mt19937 random(20261204);
+    for (int trial = 0; trial < 400; ++trial) {
+        std::vector<std::uint64_t> weights(1 + random() % 8);
+        for (std::uint64_t& weight : weights)
+            weight = random() % 4 == 0 ? random() % 1000 : 100 + random() % 20;
+        const auto ranks = static_cast<std::uint32_t>(1 + random() % 4);
+        std::vector<std::uint64_t> loads;
+        const std::vector<std::uint32_t> got = unit_ranks(weights, ranks, &loads);
+        std::uint64_t total = 0;
+        for (std::uint64_t weight : weights)
+            total += weight;
+        std::uint64_t sum = 0;
+        for (std::uint64_t load : loads)
+            sum += load;
+        ASSERT_EQ(sum, total);
+        ASSERT_TRUE(
+            std::all_of(got.begin(), got.end(), [&](std::uint32_t r) { return r < ranks; }));
+        const std::uint64_t heaviest = *std::max_element(loads.begin(), loads.end());
+        const std::uint64_t runs = best_runs(weights, ranks);
+        if (std::is_sorted(got.begin(), got.end())) {
+            // Runs (or largest-first happening to give runs): then the best cut.
+            EXPECT_EQ(heaviest, runs) << "trial " << trial;
+        } else {
+            // Largest-first: the best runs were more than 1 % heavier.
+            EXPECT_GT(runs, heaviest + heaviest / 100) << "trial " << trial;
+        }
+    }
 }
 
 TEST(UnitOwnership, LargestFirstWhenRunsBalanceWorse) {
