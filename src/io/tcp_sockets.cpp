@@ -2,13 +2,13 @@
 
 #include <algorithm>
 #include <charconv>
-#include <cstring>
-#include <dirent.h>
-#include <memory>
+#include <string>
 
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <sys/socket.h>
+
+#include "io/posix_file.hpp"
 
 namespace z2f::io {
 namespace {
@@ -29,22 +29,17 @@ bool is_tcp_socket(int descriptor) noexcept {
 
 std::vector<int> tcp_socket_descriptors() noexcept {
     std::vector<int> sockets;
-    const std::unique_ptr<DIR, int (*)(DIR*)> directory(::opendir("/proc/self/fd"), &::closedir);
-    if (!directory)
-        return sockets;
-    const int own = ::dirfd(directory.get());
     try {
-        while (const dirent* entry = ::readdir(directory.get())) {
+        // The listing's own descriptor is closed again when list_directory returns.
+        for (const std::string& name : list_directory("/proc/self/fd")) {
             int descriptor = -1;
-            const char* name = entry->d_name;
-            const char* end = name + std::strlen(name);
-            if (std::from_chars(name, end, descriptor).ptr != end || descriptor == own)
-                continue;  // "." and "..", and the listing's own descriptor
-            if (is_tcp_socket(descriptor))
+            const char* end = name.data() + name.size();
+            if (std::from_chars(name.data(), end, descriptor).ptr == end &&
+                is_tcp_socket(descriptor))
                 sockets.push_back(descriptor);
         }
     } catch (...) {
-        return {};  // out of memory while listing: change nothing, which is harmless
+        return {};  // no /proc, or out of memory: change nothing, which is harmless
     }
     std::sort(sockets.begin(), sockets.end());
     return sockets;

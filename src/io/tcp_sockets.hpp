@@ -10,7 +10,8 @@
 // transport sets TCP_NODELAY on its connections anyway; setting it changes only when bytes
 // leave, never which bytes or in what order.
 //
-// How. The process's descriptors are listed from /proc/self/fd (Linux); a descriptor is a TCP
+// How. The process's descriptors are listed from /proc/self/fd (Linux, list_directory of
+// posix_file.hpp); a descriptor is a TCP
 // socket when it is a stream socket of the IPv4 or IPv6 family. The caller snapshots the
 // sockets before MPI_Init and disables Nagle only on those that appeared during it, so a
 // socket the process had before (a descriptor inherited from a parent) is left alone.

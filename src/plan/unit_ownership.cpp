@@ -10,9 +10,10 @@ namespace z2f::plan {
 
 namespace {
 
-// Ranks of the units, largest weight first to the least-loaded rank.
+// Ranks of the units, largest weight first to the least-loaded rank; `heaviest` gets the
+// heaviest rank's load.
 std::vector<std::uint32_t> largest_first(const std::vector<OwnershipUnit>& units,
-                                         std::uint32_t ranks) {
+                                         std::uint32_t ranks, std::uint64_t& heaviest) {
     std::vector<std::size_t> order(units.size());
     std::iota(order.begin(), order.end(), 0);
     std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {
@@ -26,6 +27,7 @@ std::vector<std::uint32_t> largest_first(const std::vector<OwnershipUnit>& units
         rank_of[index] = static_cast<std::uint32_t>(least - load.begin());
         *least += units[index].weight;
     }
+    heaviest = *std::max_element(load.begin(), load.end());  // ranks > 0
     return rank_of;
 }
 
@@ -52,28 +54,19 @@ std::vector<std::uint32_t> runs_within(const std::vector<OwnershipUnit>& units, 
     return rank_of;
 }
 
-std::uint64_t heaviest_rank(const std::vector<OwnershipUnit>& units,
-                            const std::vector<std::uint32_t>& rank_of, std::uint32_t ranks) {
-    std::vector<std::uint64_t> load(ranks, 0);
-    for (std::size_t i = 0; i < units.size(); ++i)
-        load[rank_of[i]] += units[i].weight;
-    return load.empty() ? 0 : *std::max_element(load.begin(), load.end());
-}
-
 // Contiguous runs when their heaviest rank is within 1 % of largest-first's, else
 // largest-first (see the header).
 std::vector<std::uint32_t> choose_ranks(const std::vector<OwnershipUnit>& units,
                                         std::uint32_t ranks) {
-    std::vector<std::uint32_t> scattered = largest_first(units, ranks);
-    const std::uint64_t balanced = heaviest_rank(units, scattered, ranks);
+    std::uint64_t balanced = 0;
+    std::vector<std::uint32_t> scattered = largest_first(units, ranks, balanced);
     const std::uint64_t allowed = balanced + balanced / 100;
     if (runs_within(units, ranks, allowed).empty())
         return scattered;
-    // The lightest limit that still fits in `ranks` runs: the best-balanced runs.
-    std::uint64_t low = 0;  // never fits unless every unit weighs 0
+    // The lightest limit that still fits in `ranks` runs: the best-balanced runs. A limit of 0
+    // fits only when every unit weighs 0, and then `allowed` is 0 already.
+    std::uint64_t low = 0;
     std::uint64_t high = allowed;
-    if (!runs_within(units, ranks, 0).empty())
-        high = 0;
     while (high - low > 1) {
         const std::uint64_t middle = low + (high - low) / 2;
         (runs_within(units, ranks, middle).empty() ? low : high) = middle;
