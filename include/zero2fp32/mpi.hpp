@@ -8,6 +8,8 @@
 // On failure every rank throws the same z2f::ConversionError (after every collective is
 // done, so no rank is left waiting); invalid options throw z2f::Error(kUsage) on every rank
 // before any I/O. The library never prints: messages and progress go to the observer.
+// Called while MPI is not initialized, it runs in this process alone and calls no MPI function
+// but MPI_Initialized (the command-line tool does that when no launcher started it).
 #pragma once
 
 #include <cstdint>

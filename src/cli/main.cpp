@@ -74,9 +74,10 @@ int main(int argc, char** argv) {
     using z2f::cli::ExitCode;
     // Before MPI_Init, which creates files too: a file-size limit must give EFBIG, not a kill.
     z2f::io::ignore_file_size_signal();
-    z2f::parallel::start_mpi(&argc, &argv);
-    int rank = 0;
-    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    // Without a launcher this process is the job's only rank and MPI is not started at all.
+    z2f::parallel::start_mpi_if_launched(&argc, &argv);
+    const z2f::parallel::Communicator world(MPI_COMM_WORLD);
+    const int rank = world.rank();
     ExitCode code = ExitCode::kOk;
     try {
         z2f::cli::CommandLine command = z2f::cli::parse_command_line(argc, argv);
@@ -100,8 +101,7 @@ int main(int argc, char** argv) {
         }
     }
     // Rank 0 alone may have failed to write the summary: every rank takes the worst code.
-    code = static_cast<ExitCode>(
-        z2f::parallel::Communicator(MPI_COMM_WORLD).max(static_cast<std::uint64_t>(code)));
-    MPI_Finalize();
+    code = static_cast<ExitCode>(world.max(static_cast<std::uint64_t>(code)));
+    z2f::parallel::stop_mpi();
     return static_cast<int>(code);
 }

@@ -9,16 +9,26 @@
 
 namespace z2f::parallel {
 
-Communicator::Communicator(MPI_Comm comm) : comm_(comm) {
+Communicator::Communicator(MPI_Comm comm) {
+    // MPI_Initialized is one of the few MPI functions allowed before MPI_Init.
+    int initialized = 0;
+    MPI_Initialized(&initialized);
+    if (initialized == 0)
+        return;
+    comm_ = comm;
     MPI_Comm_rank(comm_, &rank_);
     MPI_Comm_size(comm_, &size_);
 }
 
 void Communicator::barrier() const {
+    if (alone())
+        return;
     MPI_Barrier(comm_);
 }
 
 void Communicator::quiet_barrier(const std::function<void()>& while_waiting) const {
+    if (alone())
+        return;
     MPI_Request request;
     MPI_Ibarrier(comm_, &request);
     auto pause = std::chrono::microseconds(50);
@@ -37,6 +47,8 @@ void Communicator::quiet_barrier(const std::function<void()>& while_waiting) con
 }
 
 std::vector<std::byte> Communicator::broadcast(std::vector<std::byte> bytes, int root) const {
+    if (alone())
+        return bytes;
     std::uint64_t size = bytes.size();
     MPI_Bcast(&size, 1, MPI_UINT64_T, root, comm_);
     bytes.resize(static_cast<std::size_t>(size));
@@ -51,6 +63,8 @@ std::vector<std::byte> Communicator::broadcast(std::vector<std::byte> bytes, int
 
 std::vector<std::vector<std::byte>> Communicator::all_gather(
     std::span<const std::byte> mine) const {
+    if (alone())
+        return {std::vector<std::byte>(mine.begin(), mine.end())};
     std::uint64_t my_size = mine.size();
     std::vector<std::uint64_t> sizes(static_cast<std::size_t>(size_));
     MPI_Allgather(&my_size, 1, MPI_UINT64_T, sizes.data(), 1, MPI_UINT64_T, comm_);
@@ -77,12 +91,16 @@ std::vector<std::vector<std::byte>> Communicator::all_gather(
 }
 
 std::uint64_t Communicator::sum(std::uint64_t value) const {
+    if (alone())
+        return value;
     std::uint64_t out = 0;
     MPI_Allreduce(&value, &out, 1, MPI_UINT64_T, MPI_SUM, comm_);
     return out;
 }
 
 std::uint64_t Communicator::max(std::uint64_t value) const {
+    if (alone())
+        return value;
     std::uint64_t out = 0;
     MPI_Allreduce(&value, &out, 1, MPI_UINT64_T, MPI_MAX, comm_);
     return out;

@@ -2,6 +2,10 @@
 // buffers. Only metadata ever travels through it (file lists, interpreted pickles, statuses,
 // CRCs, counters); tensor bytes never do.
 //
+// A process that did not initialize MPI (the converter started without a launcher: it is the one
+// rank of its job, parallel/mpi_start.hpp) is a communicator of this process alone, and so is
+// any communicator of one rank: its collectives return at once and call no MPI function.
+//
 // Collectives here never throw on their own (MPI errors abort the job, MPI's default), and
 // callers never enter them with an exception in flight: errors are caught, agreed upon with
 // `agree()` (agreement.hpp), and only then turned back into exceptions or exit codes.
@@ -19,12 +23,15 @@ namespace z2f::parallel {
 
 class Communicator {
   public:
+    // `comm` is not used when MPI is not initialized: this process alone.
     explicit Communicator(MPI_Comm comm);
 
     int rank() const noexcept { return rank_; }
     int size() const noexcept { return size_; }
     MPI_Comm raw() const noexcept { return comm_; }
     bool is_root() const noexcept { return rank_ == 0; }
+    // No other rank: nothing to exchange and nobody to wait for.
+    bool alone() const noexcept { return size_ == 1; }
 
     void barrier() const;
     // A barrier that sleeps between polls instead of spinning, so that ranks done early do not
@@ -39,7 +46,7 @@ class Communicator {
     std::uint64_t max(std::uint64_t value) const;
 
   private:
-    MPI_Comm comm_;
+    MPI_Comm comm_ = MPI_COMM_NULL;
     int rank_ = 0;
     int size_ = 1;
 };

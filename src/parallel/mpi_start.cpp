@@ -49,4 +49,18 @@ void start_mpi(int* argc, char*** argv) {
     (void)io::disable_nagle_on_new_tcp_sockets(sockets_before);
 }
 
+void start_mpi_if_launched(int* argc, char*** argv) {
+    if (started_by_launcher())
+        start_mpi(argc, argv);
+}
+
+void stop_mpi() {
+    int initialized = 0;
+    int finalized = 0;
+    MPI_Initialized(&initialized);
+    MPI_Finalized(&finalized);
+    if (initialized != 0 && finalized == 0)
+        MPI_Finalize();
+}
+
 }  // namespace z2f::parallel

@@ -42,6 +42,8 @@ void PeerChannel::announce_failure() {
 }
 
 void PeerChannel::poll() {
+    if (comm_.alone())
+        return;  // no peer to hear from (and, without MPI_Init, no MPI to ask)
     while (true) {
         int flag = 0;
         MPI_Status status;

@@ -39,7 +39,7 @@ run_mpi() {
     RC=$?
 }
 
-# run_single ARGS...: no launcher (MPI singleton).
+# run_single ARGS...: no launcher (the one rank, without MPI).
 run_single() {
     "$Z2F_BIN" "$@" >"$WORK/out.txt" 2>"$WORK/err.txt"
     RC=$?

@@ -11,7 +11,7 @@ expect_unchanged() {
     local before=$1 dir=$2
     [[ "$(snapshot "$dir")" == "$before" ]] || fail "$dir changed: $(diff <(echo "$before") <(snapshot "$dir") | head -5)"
 }
-# run_n N ARGS...: N ranks under mpiexec, or for N = 1 the binary alone (an MPI singleton, much
+# run_n N ARGS...: N ranks under mpiexec, or for N = 1 the binary alone (no MPI at all, much
 # quicker to start).
 run_n() {
     local ranks=$1

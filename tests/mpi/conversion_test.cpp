@@ -1,6 +1,7 @@
 // End-to-end conversions of the bundled real checkpoints under MPI. CTest runs this binary with
-// mpiexec -n 1, 2, 3, 4 (and as a singleton); every test is collective, rank 0 checks. Outputs
-// stay under $Z2F_MPI_OUTPUT_DIR so that a later test can compare them across rank counts.
+// mpiexec -n 1, 2, 3, 4 (and alone, without a launcher or MPI); every test is collective, rank 0
+// checks. Outputs stay under $Z2F_MPI_OUTPUT_DIR so that a later test can compare them across rank
+// counts.
 #include <algorithm>
 #include <cstdlib>
 #include <filesystem>
@@ -27,6 +28,7 @@ namespace {
 namespace fs = std::filesystem;
 using testing::ExpectedTensor;
 
+using mpi_test::barrier;
 using mpi_test::output_base;
 using mpi_test::rank;
 using mpi_test::root;
@@ -38,7 +40,7 @@ std::string output_dir(const std::string& name) {
         fs::remove_all(path);
         fs::create_directories(fs::path(path).parent_path());
     }
-    MPI_Barrier(MPI_COMM_WORLD);
+    barrier();
     return path;
 }
 
@@ -362,7 +364,7 @@ std::string scratch_dir(const std::string& name) {
         fs::remove_all(path);
         fs::create_directories(fs::path(path).parent_path());
     }
-    MPI_Barrier(MPI_COMM_WORLD);
+    barrier();
     return path;
 }
 
@@ -396,7 +398,7 @@ DamagedCopy damaged_copy(const std::string& fixture, const Options& options,
         bytes.at(extent.offset + extent.length / 2) ^= std::byte{0x10};
         testing::write_file_bytes(input, bytes);
     }
-    MPI_Barrier(MPI_COMM_WORLD);
+    barrier();
     return copy;
 }
 
@@ -508,7 +510,7 @@ TEST(MpiConversion, VerifyOnlyReadsAndResumeOfAFinishedOutputKeepsEveryFile) {
         std::sort(entries.begin(), entries.end());
         return entries;
     };
-    MPI_Barrier(MPI_COMM_WORLD);
+    barrier();
     auto before = listing();
     ASSERT_EQ(convert("z3_ws4_fp32", out, [](Options& o) { o.verify = true; }), ExitCode::kOk);
     // A chosen option that contradicts the record is a usage error.
@@ -524,7 +526,7 @@ TEST(MpiConversion, VerifyOnlyReadsAndResumeOfAFinishedOutputKeepsEveryFile) {
                           o.resume = true;
                       }),
               ExitCode::kOk);
-    MPI_Barrier(MPI_COMM_WORLD);
+    barrier();
     EXPECT_EQ(listing(), before);
 }
 

@@ -15,7 +15,7 @@ bool connected(int descriptor) {
 // A launched rank's connection to the PMIx server, and MPI's own TCP connections: none may
 // wait for delayed acknowledgements (io/tcp_sockets.hpp). Sockets that are not connected are
 // left out: under srun a rank inherits a listening socket from slurmstepd, which start_mpi()
-// rightly leaves alone. Under mpi.singleton there may be no TCP socket at all.
+// rightly leaves alone. Under mpi.alone MPI is not started and there is no TCP socket at all.
 TEST(MpiStart, EveryConnectedTcpSocketOfTheRankHasNoDelay) {
     for (const int descriptor : z2f::io::tcp_socket_descriptors()) {
         if (connected(descriptor)) {

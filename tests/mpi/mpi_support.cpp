@@ -1,19 +1,20 @@
 #include "mpi_support.hpp"
 
+#include <cstdint>
 #include <cstdlib>
 #include <filesystem>
 #include <unistd.h>
 
 #include <mpi.h>
 
+#include "parallel/communicator.hpp"
+
 namespace z2f::mpi_test {
 
 namespace fs = std::filesystem;
 
 int rank() {
-    int r = 0;
-    MPI_Comm_rank(MPI_COMM_WORLD, &r);
-    return r;
+    return parallel::Communicator(MPI_COMM_WORLD).rank();
 }
 
 bool root() {
@@ -21,7 +22,7 @@ bool root() {
 }
 
 void barrier() {
-    MPI_Barrier(MPI_COMM_WORLD);
+    parallel::Communicator(MPI_COMM_WORLD).barrier();
 }
 
 const std::string& output_base() {
@@ -29,8 +30,8 @@ const std::string& output_base() {
         const char* dir = std::getenv("Z2F_MPI_OUTPUT_DIR");
         if (dir != nullptr)
             return std::string(dir);
-        long pid = root() ? static_cast<long>(::getpid()) : 0;
-        MPI_Bcast(&pid, 1, MPI_LONG, 0, MPI_COMM_WORLD);
+        const std::uint64_t pid =
+            parallel::Communicator(MPI_COMM_WORLD).max(root() ? std::uint64_t(::getpid()) : 0);
         return "/tmp/z2f-mpi-tests-" + std::to_string(pid);
     }();
     return base;

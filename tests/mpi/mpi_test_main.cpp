@@ -1,23 +1,25 @@
 // gtest under MPI: every rank runs the same tests in the same order (the tests call collective
 // code), only rank 0 prints, and every rank exits non-zero when any rank saw a failure.
+#include <cstdint>
+
 #include <gtest/gtest.h>
 #include <mpi.h>
 
+#include "parallel/communicator.hpp"
 #include "parallel/mpi_start.hpp"
 
 int main(int argc, char** argv) {
-    // As the executables do (a singleton without a launcher): the mpi.singleton test runs it.
-    z2f::parallel::start_mpi(&argc, &argv);
+    // As the converter does: without a launcher (the mpi.alone test) MPI is not started and
+    // every collective runs in this process alone.
+    z2f::parallel::start_mpi_if_launched(&argc, &argv);
     ::testing::InitGoogleTest(&argc, argv);
-    int rank = 0;
-    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-    if (rank != 0) {
+    const z2f::parallel::Communicator world(MPI_COMM_WORLD);
+    if (!world.is_root()) {
         ::testing::TestEventListeners& listeners = ::testing::UnitTest::GetInstance()->listeners();
         delete listeners.Release(listeners.default_result_printer());
     }
-    int failed = RUN_ALL_TESTS() != 0 ? 1 : 0;
-    int any_failed = 0;
-    MPI_Allreduce(&failed, &any_failed, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
-    MPI_Finalize();
-    return any_failed;
+    const std::uint64_t failed = RUN_ALL_TESTS() != 0 ? 1 : 0;
+    const std::uint64_t any_failed = world.max(failed);
+    z2f::parallel::stop_mpi();
+    return static_cast<int>(any_failed);
 }
