@@ -29,9 +29,16 @@ void start_mpi(int* argc, char*** argv) {
     // (X11) device discovery. None of them matters for moving bytes between files, and hwloc
     // keeps its own XML backend for topologies passed between processes. From a cold page
     // cache (a node's first run, or binaries on a parallel file system) they cost ~25 ms of
-    // each rank's start (docs/performance.md); PCI discovery stays, for MPI's NIC locality.
+    // each rank's start (docs/performance.md).
     // The last argument 0, here and below: never override what the user set.
     ::setenv("HWLOC_PLUGINS_BLACKLIST", "hwloc_xml_libxml,hwloc_opencl,hwloc_gl", 0);
+    // hwloc's I/O discovery (each PCI device's config space, then /sys/class for block, network
+    // and other devices) serves only to place MPI's network traffic near a NIC, which metadata
+    // does not need; in a VM each config-space read traps to the host. Launched ranks run it
+    // in MPI_Init (2 ranks: ~20 ms of `mpiexec -n 2 zero2fp32-mpi --version`, 14 of 15 rounds
+    // faster here), and nodes full of GPUs and NICs take longer. Cores and NUMA nodes are found
+    // as before.
+    ::setenv("HWLOC_COMPONENTS", "-pci,-linuxio", 0);
     // Our MPI traffic is metadata (kilobytes to a few MB per rank), so the plain point-to-point
     // layer is enough. Left to choose, OpenMPI probes its other layers first (UCX, and the
     // libfabric and PSM transports behind pml cm): ~0.2 s of every MPI_Init at 1-4 ranks here,
