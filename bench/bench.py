@@ -43,7 +43,8 @@ The contenders of the Hugging Face rounds (fp32 output bytes = the copy source's
       do (not a target: it says how much of a gap to (c') the device itself explains)
   launcher start-up: `LAUNCHER -n N true` for each rank count started through --launcher, the
       allowance of the "N ranks not slower than 1" target; and `[LAUNCHER -n N] zero2fp32-mpi
-      --version` at every rank count (MPI_Init and MPI_Finalize, no conversion): the start-up
+      --version` at every rank count (the process's start-up, no conversion; launched ranks
+      run MPI_Init and MPI_Finalize, a rank started alone does not start MPI): the start-up
       the MPI runtime adds beyond the launcher, reported next to it
   external: optionally any command (--external), e.g. DeepSpeed's zero_to_fp32.py
 
@@ -448,7 +449,7 @@ class Contender:
         if self.kind == "launcher":
             return f"launcher start-up: {self.options[0]}"
         if self.kind == "mpi-startup":
-            return f"MPI start-up: {self.options[0]}"
+            return f"start-up: {self.options[0]}"
         if self.kind == "external":
             return "external: " + self.options[0]
         extra = "".join(" " + option for option in self.options)
@@ -586,7 +587,7 @@ class Bench:
 
     def launch(self, ranks: int, argv: list[str]) -> list[str]:
         if not self.launched(ranks):
-            return argv  # a singleton, as `zero2fp32-mpi CKPT OUT` is usually run
+            return argv  # alone (no MPI), as `zero2fp32-mpi CKPT OUT` is usually run
         argv = self.launcher_argv(ranks) + argv
         # The identity checks run up to 4 ranks, more than a small machine has cores.
         if (ranks > (os.cpu_count() or 1) and Path(argv[0]).name in ("mpiexec", "mpirun")
@@ -1209,8 +1210,9 @@ def write_results(bench: Bench, metadata: list[dict], started: str) -> list[str]
              "ratios of the medians (fp32 output); the checks add the median of the per-round "
              "ratios",
              f"- launcher for more than 1 rank: `{args.launcher}`"
-             + (" (1 rank too)" if args.launch_one else "; 1 rank runs as a singleton")
-             + "; its start-up measured with `true`, MPI's with `zero2fp32-mpi --version`",
+             + (" (1 rank too)" if args.launch_one else "; 1 rank runs alone, without MPI")
+             + "; its start-up measured with `true`, the process's with `zero2fp32-mpi "
+             "--version`",
              "- peak RSS: the tool's own VmHWM, maximum over ranks; read ÷ needed: the tool's "
              "bytes_read over the needed bytes (bench.py needed_bytes()), largest sample",
              ""]
@@ -1319,7 +1321,7 @@ def main() -> None:
                         help="how to start n ranks (default 'mpiexec -n {n} --bind-to none'; "
                              "on Slurm 'srun -n {n}')")
     parser.add_argument("--launch-one", action="store_true",
-                        help="start 1 rank through the launcher too (default: a singleton)")
+                        help="start 1 rank through the launcher too (default: alone, without MPI)")
     parser.add_argument("--synth-ranks", type=int, default=1, help="ranks writing checkpoints")
     parser.add_argument("--no-metadata", action="store_true", help="skip the 405B W=512 step")
     parser.add_argument("--universal-ranks", default="1,2",
