@@ -3,7 +3,7 @@
 // Started without a launcher (`zero2fp32-mpi CKPT OUT`, the one-rank case), the converter does
 // not start MPI at all: it is the only rank of its job, its communicator is this process alone
 // (parallel/communicator.hpp), and only metadata would ever cross MPI. MPI_Init costs even an
-// isolated singleton (below) 25-60 ms on the development machine (loading ~50 of OpenMPI's
+// isolated singleton (below) 25-90 ms on the development machine (loading ~50 of OpenMPI's
 // components; hwloc reading the node's topology and devices from /sys): a tenth of converting
 // a 200M-parameter model from a warm page cache (docs/performance.md).
 //
