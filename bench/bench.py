@@ -476,6 +476,10 @@ class Sample:
     wall: float  # process wall time
     own: float | None = None  # fio's job_runtime, the tool's summary wall_seconds
     rss: int | None = None  # the tool's own peak RSS, the maximum over ranks
+    # The tool's waits for its direct reads and writes (the longest of any rank): which side
+    # of the storage bound the run
+    read_wait: float | None = None
+    write_wait: float | None = None
     bytes_read: int | None = None
     output_bytes: int | None = None
     moved_bytes: int | None = None  # fio's io_bytes
@@ -701,6 +705,8 @@ class Bench:
             sample.seconds = t.wall
             sample.own = report["wall_seconds"]
             sample.rss = report["peak_rss_bytes"]
+            waits = report.get("io_wait_seconds", {})
+            sample.read_wait, sample.write_wait = waits.get("reads"), waits.get("writes")
             sample.bytes_read = report["bytes_read"]
             sample.output_bytes = report["output_bytes"]
             # The summary counts the output files proper (not the run record, not the index,
@@ -773,6 +779,9 @@ class Bench:
                     sample.round, sample.order = repeat + 1, order
                     series.samples.setdefault(c, []).append(sample)
                     extra = f" (own {sample.own:.3f} s)" if sample.own is not None else ""
+                    if sample.read_wait is not None and sample.write_wait is not None:
+                        extra += (f" (waits: reads {sample.read_wait:.3f} s, writes "
+                                  f"{sample.write_wait:.3f} s)")
                     log(f"  {c.label}: {sample.seconds:.3f} s{extra}")
                     if identity is not None and c.is_tool and repeat == 0 \
                             and series is series_list[0]:

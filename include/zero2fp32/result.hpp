@@ -58,6 +58,10 @@ struct ConversionResult {
     std::uint64_t bytes_written = 0;   // all ranks
     std::uint64_t peak_rss_bytes = 0;  // the largest of any rank
     std::uint64_t peak_open_inputs = 0;
+    // The longest any rank's --io direct copies waited for reads they needed and for writes
+    // to finish (io/posix_file.hpp): which side of the storage bound the run.
+    double read_wait_seconds = 0;
+    double write_wait_seconds = 0;
     double wall_seconds = 0;
     std::vector<std::pair<std::string, double>> phase_seconds;  // in phase order
     std::vector<std::string> warnings;

@@ -79,6 +79,8 @@ std::string summary_json(const ConvertRequest& request, const ConversionResult& 
     json["gb_per_s"] = seconds > 0 ? static_cast<double>(result.output_bytes) / seconds / 1e9 : 0.0;
     json["peak_rss_bytes"] = result.peak_rss_bytes;
     json["peak_open_inputs"] = result.peak_open_inputs;
+    json["io_wait_seconds"] = {{"reads", result.read_wait_seconds},
+                               {"writes", result.write_wait_seconds}};
     nlohmann::ordered_json phases = nlohmann::ordered_json::object();
     for (const auto& [name, secs] : result.phase_seconds)
         phases[name] = secs;

@@ -7,7 +7,10 @@
 //  "pp", "ep", "dp", "zero"}, "options": {...}, "tensors", "files": [{"name",
 //  "size", "skipped", "check" (--verify: intact, differs, truncated, too long, missing)}...],
 //  "index", "output_bytes", "bytes_read", "bytes_written",
-//  "wall_seconds", "gb_per_s", "peak_rss_bytes", "peak_open_inputs", "phase_seconds": {...}}
+//  "wall_seconds", "gb_per_s", "peak_rss_bytes", "peak_open_inputs",
+//  "io_wait_seconds": {"reads", "writes"} (--io direct: the longest any rank waited on its
+//  direct reader, cold inputs only, and on its writer; 0 for the other backends),
+//  "phase_seconds": {...}}
 #pragma once
 
 #include <string>

@@ -41,6 +41,8 @@ ConversionResult build_result(const PhaseRunner& phases, const RunFacts& facts) 
     result.bytes_written = comm.sum(counters.bytes_written);
     result.peak_rss_bytes = comm.max(peak_rss_bytes());
     result.peak_open_inputs = comm.max(facts.peak_open_inputs);
+    result.read_wait_seconds = static_cast<double>(comm.max(counters.read_wait_ns)) / 1e9;
+    result.write_wait_seconds = static_cast<double>(comm.max(counters.write_wait_ns)) / 1e9;
     result.ranks = comm.size();
     result.dry_run = facts.dry_run;
     result.executed = facts.executed;

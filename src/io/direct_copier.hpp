@@ -19,10 +19,10 @@
 // Memory: within `buffer_size`: half for the writer's blocks (at least two in flight, each at
 // most the plan's block), a quarter for the reader's and a sixteenth for its copies of shared
 // pages (direct reads only), an eighth and a sixteenth for the conversion's staging and chunk;
-// each at least one 4 KiB block. With the default 16 MiB: two 4 MiB writer blocks, two 2 MiB
-// reader blocks. Direct reads follow the list of the extents the copies will read, in order,
-// handed over ahead of the copies (add_reads): the reader runs ahead along it, and forgets
-// what it has read, so the caller decides how much of the list exists at once.
+// each at least one 4 KiB block. With the default 32 MiB and 4 MiB plan blocks: eight 2 MiB
+// writer blocks, two 4 MiB reader blocks. Direct reads follow the list of the extents the copies
+// will read, in order, handed over ahead of the copies (add_reads): the reader runs ahead along it,
+// and forgets what it has read, so the caller decides how much of the list exists at once.
 //
 // Warm or cold: ReadMode::kAuto samples the page cache over `sample` (mincore, 32 windows) and
 // reads buffered when at least half of it is cached: a copy from memory is 5-8x faster than a

@@ -368,7 +368,9 @@ void DirectReader::fail(std::exception_ptr error) {
 }
 
 void DirectReader::reap_one() {
+    const std::uint64_t waiting_since = monotonic_ns();
     const IoCompletion completion = io_->wait_one();
+    count_read_wait(monotonic_ns() - waiting_since);
     Window& window = window_of_id(completion.tag);
     --incomplete_;  // until submitted again below
     InputState& state = *inputs_[window.file];

@@ -223,7 +223,10 @@ void DirectWriter::submit(std::size_t block) {
 }
 
 void DirectWriter::reap_one() {
-    handle(io_->wait_one());
+    const std::uint64_t waiting_since = monotonic_ns();
+    const IoCompletion completion = io_->wait_one();
+    count_write_wait(monotonic_ns() - waiting_since);
+    handle(completion);
 }
 
 void DirectWriter::handle(const IoCompletion& completion) {
@@ -273,7 +276,7 @@ void DirectWriter::complete(std::size_t block, std::int64_t result) {
     } else if (result <= 0) {
         // 0 bytes written with bytes to write: the device took nothing and said nothing.
         record_error(result == 0 ? EIO : static_cast<int>(-result), range.path,
-                     transfer.offset + transfer.done, false);
+                     transfer.offset + transfer.done, nullptr);
     }
     transfers_[block].reset();
     free_blocks_.push_back(block);
@@ -286,18 +289,11 @@ void DirectWriter::complete(std::size_t block, std::int64_t result) {
 void DirectWriter::written(Range& range) {
     // Even after an error elsewhere: a range whose every byte is written still gets its size
     // and its sync, so that settle() can report it (a rank that fails on one file keeps the
-    // files it finished, for --resume).
-    try {
-        if (range.final_size) {
-            range.file.truncate(*range.final_size);
-        } else if (range.needs_truncate) {
-            range.file.truncate(range.end);
-        }
-    } catch (...) {
-        if (!error_)
-            error_ = std::current_exception();
-        release(range);
-        return;
+    // files it finished, for --resume). The size is set with the sync, off this thread.
+    if (range.final_size) {
+        range.size_to_set = range.final_size;
+    } else if (range.needs_truncate) {
+        range.size_to_set = range.end;
     }
     start_sync(range);
 }
@@ -305,8 +301,13 @@ void DirectWriter::written(Range& range) {
 void DirectWriter::start_sync(Range& range) {
     range.sync_sent = true;
     auto free_slot = std::find(sync_slots_.begin(), sync_slots_.end(), nullptr);
-    if (sync_slots_.empty()) {
-        synced(range, range.file.sync_data_once());  // an engine without room: here
+    if (sync_slots_.empty()) {  // an engine without room: here
+        const std::uint64_t waiting_since = monotonic_ns();
+        std::int64_t result = range.size_to_set ? range.file.truncate_once(*range.size_to_set) : 0;
+        if (result == 0)
+            result = range.file.sync_data_once();
+        count_write_wait(monotonic_ns() - waiting_since);
+        synced(range, result);
         return;
     }
     if (free_slot == sync_slots_.end()) {
@@ -315,12 +316,18 @@ void DirectWriter::start_sync(Range& range) {
     }
     *free_slot = &range;
     const auto slot = static_cast<std::uint64_t>(free_slot - sync_slots_.begin());
-    io_->submit({&range.file, IoDirection::kSyncData, nullptr, 0, 0, blocks_.size() + slot});
+    if (range.size_to_set) {
+        io_->submit({&range.file, IoDirection::kSizeAndSync, nullptr, 0, *range.size_to_set,
+                     blocks_.size() + slot});
+    } else {
+        io_->submit({&range.file, IoDirection::kSyncData, nullptr, 0, 0, blocks_.size() + slot});
+    }
 }
 
 void DirectWriter::synced(Range& range, std::int64_t result) {
     if (result < 0) {
-        record_error(static_cast<int>(-result), range.path, 0, true);
+        record_error(static_cast<int>(-result), range.path, 0,
+                     range.size_to_set ? "cannot set the size of or sync" : "cannot sync");
     } else {
         durable_.push_back(range.tag);
     }
@@ -346,12 +353,12 @@ void DirectWriter::release(Range& range) {
 }
 
 void DirectWriter::record_error(int errnum, const std::string& path, std::uint64_t offset,
-                                bool sync) {
+                                const char* step) {
     if (error_)
         return;
     try {
-        if (sync)
-            throw_io_error("cannot sync", path, errnum);
+        if (step != nullptr)
+            throw_io_error(step, path, errnum);
         throw_io_error("cannot write at offset " + std::to_string(offset) + " of", path, errnum);
     } catch (...) {
         error_ = std::current_exception();

@@ -18,10 +18,10 @@
 // commit()s that many bytes (append() does both from a span). A full block goes to the device
 // at once; the blocks hold [begin, begin + block_size), [begin + block_size, ...), the last one
 // shorter. close_range(), once the range is full, sends its last block and returns: when every
-// block of the range is written, the file's size is set (`final_size`, when the range ends the
-// file) and an fdatasync is sent; when that completes, the descriptor is closed and the range's
-// tag appears in take_durable(): from then on its bytes are on disk. drain() waits for every
-// range; finish() is close_range() + drain() (the writer of one range).
+// block of the range is written, the file's size (`final_size`, when the range ends the file)
+// and its fdatasync are sent to the engine as one request; when that completes, the descriptor is
+// closed and the range's tag appears in take_durable(): from then on its bytes are on disk. drain()
+// waits for every range; finish() is close_range() + drain() (the writer of one range).
 //
 // On the device. Every transfer is a multiple of the file system's direct-I/O alignment at an
 // aligned offset from aligned memory (statx STATX_DIOALIGN, rounded up to 4096; 4096 where the
@@ -36,7 +36,10 @@
 // Syncs. The engine gets `sync_slots` entries beyond the blocks for fdatasyncs in flight
 // (an engine with no room for them, as tests inject, syncs in the caller's thread). One
 // fdatasync after another cost ~3 ms per small file on the development VM, several in flight
-// almost nothing, which is what makes a universal checkpoint's thousands of files cheap. At
+// almost nothing, which is what makes a universal checkpoint's thousands of files cheap. The
+// ftruncate that sets a file's size goes in the same request, before its fdatasync: in the
+// caller's thread it waited for the journal that the other files' syncs keep busy (1.6 ms per
+// file, async_io.hpp). At
 // most `max_open_ranges` ranges are open (written or syncing); open() waits below that.
 //
 // Memory. At most `blocks_in_flight` blocks of `block_size` bytes exist, and no more than
@@ -162,6 +165,7 @@ class DirectWriter {
         bool closed = false;  // every byte committed, the last block sent
         std::size_t blocks_in_flight = 0;
         bool sync_sent = false;
+        std::optional<std::uint64_t> size_to_set;  // by the sync, once every block is written
     };
     struct Transfer {
         Range* range = nullptr;
@@ -182,7 +186,9 @@ class DirectWriter {
     void written(Range& range);
     void start_sync(Range& range);
     void synced(Range& range, std::int64_t result);
-    void record_error(int errnum, const std::string& path, std::uint64_t offset, bool sync);
+    // A failed transfer at `offset`, or with `step` a failed step after the last one ("cannot
+    // sync").
+    void record_error(int errnum, const std::string& path, std::uint64_t offset, const char* step);
     void throw_if_failed() const;
     void release(Range& range);
 

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
+#include <chrono>
 #include <climits>
 #include <cstdlib>
 #include <cstring>
@@ -25,6 +26,8 @@ namespace {
 
 std::atomic<std::uint64_t> g_bytes_read{0};
 std::atomic<std::uint64_t> g_bytes_written{0};
+std::atomic<std::uint64_t> g_read_wait_ns{0};
+std::atomic<std::uint64_t> g_write_wait_ns{0};
 
 // Largest single read/write request; Linux caps one transfer at 0x7ffff000 bytes anyway.
 constexpr std::size_t kMaxTransfer = std::size_t{1} << 30;
@@ -44,13 +47,26 @@ int open_checked(const std::string& path, int flags, const char* what) {
 
 IoCounters io_counters() noexcept {
     return {g_bytes_read.load(std::memory_order_relaxed),
-            g_bytes_written.load(std::memory_order_relaxed)};
+            g_bytes_written.load(std::memory_order_relaxed),
+            g_read_wait_ns.load(std::memory_order_relaxed),
+            g_write_wait_ns.load(std::memory_order_relaxed)};
 }
 void count_bytes_read(std::uint64_t bytes) noexcept {
     g_bytes_read.fetch_add(bytes, std::memory_order_relaxed);
 }
 void count_bytes_written(std::uint64_t bytes) noexcept {
     g_bytes_written.fetch_add(bytes, std::memory_order_relaxed);
+}
+std::uint64_t monotonic_ns() noexcept {
+    return static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                          std::chrono::steady_clock::now().time_since_epoch())
+                                          .count());
+}
+void count_read_wait(std::uint64_t nanoseconds) noexcept {
+    g_read_wait_ns.fetch_add(nanoseconds, std::memory_order_relaxed);
+}
+void count_write_wait(std::uint64_t nanoseconds) noexcept {
+    g_write_wait_ns.fetch_add(nanoseconds, std::memory_order_relaxed);
 }
 
 File::~File() {
@@ -285,6 +301,14 @@ void File::truncate(std::uint64_t size) const {
     if (rc != 0) {
         throw_io_error("cannot set the size of", path_, errno);
     }
+}
+
+std::int64_t File::truncate_once(std::uint64_t size) const noexcept {
+    int rc;
+    do {
+        rc = ::ftruncate(fd_, static_cast<off_t>(size));
+    } while (rc != 0 && errno == EINTR);
+    return rc == 0 ? 0 : -static_cast<std::int64_t>(errno);
 }
 
 namespace {

@@ -16,14 +16,23 @@
 namespace z2f::io {
 
 // Bytes moved by this process through this module (pread/pwrite, mapped-window copies and
-// copy_file_range all count).
+// copy_file_range all count), and the time the direct engine's caller spent blocked on the
+// kernel: for a read it needs (DirectReader) and for a write block to come free or a file to
+// reach the disk (DirectWriter). The waits say which side a direct run is bound by: reads
+// that do not hide behind the writes show up as read waits.
 struct IoCounters {
     std::uint64_t bytes_read = 0;
     std::uint64_t bytes_written = 0;
+    std::uint64_t read_wait_ns = 0;
+    std::uint64_t write_wait_ns = 0;
 };
 IoCounters io_counters() noexcept;
 void count_bytes_read(std::uint64_t bytes) noexcept;
 void count_bytes_written(std::uint64_t bytes) noexcept;
+void count_read_wait(std::uint64_t nanoseconds) noexcept;
+void count_write_wait(std::uint64_t nanoseconds) noexcept;
+// Nanoseconds of the monotonic clock, for the waits above.
+std::uint64_t monotonic_ns() noexcept;
 
 // What the file system demands of O_DIRECT transfers on a file (statx STATX_DIOALIGN, Linux
 // 6.1+). `reported` is false where the kernel or the file system does not say (tmpfs, older
@@ -94,6 +103,8 @@ class File {
     double cached_fraction(std::uint64_t offset, std::uint64_t length) const noexcept;
 
     void truncate(std::uint64_t size) const;
+    // One ftruncate (retried on EINTR): 0 or -errno, for the asynchronous engines.
+    std::int64_t truncate_once(std::uint64_t size) const noexcept;
     void sync() const;
     // fdatasync: the data (and the size), without the other metadata.
     void sync_data() const;

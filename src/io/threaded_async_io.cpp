@@ -135,6 +135,11 @@ void ThreadedAsyncIo::run() {
             case IoDirection::kSyncData:
                 result = request.file->sync_data_once();
                 break;
+            case IoDirection::kSizeAndSync:
+                result = request.file->truncate_once(request.offset);
+                if (result == 0)
+                    result = request.file->sync_data_once();
+                break;
         }
         lock.lock();
         completed_.push_back({request.tag, result});

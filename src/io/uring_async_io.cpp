@@ -2,9 +2,12 @@
 // per request: with multi-MiB transfers that is a few hundred calls per GB) and completions are
 // reaped one by one. The ring has exactly `depth` entries and at most `depth` requests are in
 // flight, so neither the submission nor the completion ring can overflow.
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <liburing.h>
+#include <utility>
+#include <vector>
 
 #include "common/errors.hpp"
 #include "io/async_io_engines.hpp"
@@ -29,10 +32,15 @@ class UringAsyncIo final : public AsyncIo {
     IoEngine engine() const noexcept override { return IoEngine::kIoUring; }
 
   private:
+    // The completion of `cqe`, with the result of a kSizeAndSync whose ftruncate failed.
+    IoCompletion completion_of(const io_uring_cqe* cqe);
+
     std::size_t depth_;
     std::size_t in_flight_ = 0;
     bool initialised_ = false;
     io_uring ring_{};
+    // Tags of kSizeAndSync requests whose ftruncate failed (their entry is a no-op), -errno.
+    std::vector<std::pair<std::uint64_t, std::int64_t>> failed_sizes_;
 };
 
 int UringAsyncIo::init() {
@@ -88,6 +96,14 @@ void UringAsyncIo::submit(const IoRequest& request) {
         case IoDirection::kSyncData:
             io_uring_prep_fsync(sqe, request.file->fd(), IORING_FSYNC_DATASYNC);
             break;
+        case IoDirection::kSizeAndSync:
+            if (const std::int64_t sized = request.file->truncate_once(request.offset); sized < 0) {
+                failed_sizes_.emplace_back(request.tag, sized);
+                io_uring_prep_nop(sqe);  // the failure is reported as its completion
+            } else {
+                io_uring_prep_fsync(sqe, request.file->fd(), IORING_FSYNC_DATASYNC);
+            }
+            break;
     }
     io_uring_sqe_set_data64(sqe, request.tag);
     int rc;
@@ -112,9 +128,20 @@ IoCompletion UringAsyncIo::wait_one() {
     if (rc != 0) {
         throw_io_error("cannot wait for I/O (io_uring)", "", -rc);
     }
-    IoCompletion completion{io_uring_cqe_get_data64(cqe), cqe->res};
+    IoCompletion completion = completion_of(cqe);
     io_uring_cqe_seen(&ring_, cqe);
     --in_flight_;
+    return completion;
+}
+
+IoCompletion UringAsyncIo::completion_of(const io_uring_cqe* cqe) {
+    IoCompletion completion{io_uring_cqe_get_data64(cqe), cqe->res};
+    auto failed = std::find_if(failed_sizes_.begin(), failed_sizes_.end(),
+                               [&](const auto& entry) { return entry.first == completion.tag; });
+    if (failed != failed_sizes_.end()) {
+        completion.result = failed->second;
+        failed_sizes_.erase(failed);
+    }
     return completion;
 }
 
@@ -124,7 +151,7 @@ std::optional<IoCompletion> UringAsyncIo::poll_one() {
     io_uring_cqe* cqe = nullptr;
     if (io_uring_peek_cqe(&ring_, &cqe) != 0 || cqe == nullptr)
         return std::nullopt;
-    IoCompletion completion{io_uring_cqe_get_data64(cqe), cqe->res};
+    IoCompletion completion = completion_of(cqe);
     io_uring_cqe_seen(&ring_, cqe);
     --in_flight_;
     return completion;

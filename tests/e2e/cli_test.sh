@@ -162,6 +162,7 @@ expect_rc 0
 grep -q '"status": "ok"' "$WORK/summary.json" || fail "summary status"
 grep -q '"ds_version": "0.14.5"' "$WORK/summary.json" || fail "summary ds_version"
 grep -q '"peak_rss_bytes"' "$WORK/summary.json" || fail "summary rss"
+grep -A2 '"io_wait_seconds"' "$WORK/summary.json" | grep -q '"writes"' || fail "summary io waits"
 run_mpi 2 "$WORK/does-not-exist" "$WORK/sum2" -q --summary-json "$WORK/summary2.json"
 expect_rc 1
 grep -q '"status": "error"' "$WORK/summary2.json" || fail "failure summary status"

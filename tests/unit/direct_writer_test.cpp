@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <cstring>
 #include <numeric>
+#include <optional>
 #include <random>
 #include <sched.h>
 #include <string>
@@ -203,6 +204,27 @@ TEST_P(DirectWriterEngines, RangeAfterRangeOnOneWriterEachDurableOnce) {
     }
 }
 
+TEST_P(DirectWriterEngines, SizeAndSyncSetsTheSizeOrGivesBackTheFailure) {
+    // The engines' kSizeAndSync (the io_uring one runs the ftruncate in submit()): the size is
+    // set, and a refused ftruncate (a read-only descriptor) is the request's completion.
+    testing::TempDir dir;
+    const std::string path = dir.file("sized");
+    testing::write_file_bytes(path, random_bytes(3 * kBlock, 5));
+    std::unique_ptr<AsyncIo> io = make_async_io(GetParam(), 2);
+    File writable = File::open_write(path);
+    io->submit({&writable, IoDirection::kSizeAndSync, nullptr, 0, 12345, 7});
+    IoCompletion done = io->wait_one();
+    EXPECT_EQ(done.tag, 7u);
+    EXPECT_EQ(done.result, 0);
+    EXPECT_EQ(File::open_read(path).size(), 12345u);
+    File read_only = File::open_read(path);
+    io->submit({&read_only, IoDirection::kSizeAndSync, nullptr, 0, 100, 8});
+    IoCompletion refused = io->wait_one();
+    EXPECT_EQ(refused.tag, 8u);
+    EXPECT_LT(refused.result, 0);
+    EXPECT_EQ(File::open_read(path).size(), 12345u);
+}
+
 INSTANTIATE_TEST_SUITE_P(, DirectWriterEngines,
                          ::testing::Values(IoEngine::kIoUring, IoEngine::kThreads),
                          [](const auto& test) { return std::string(io_engine_name(test.param)); });
@@ -376,22 +398,29 @@ TEST(DirectWriter, ShortWritesAreCompletedAndAWriteOfNothingIsAnError) {
 TEST(DirectWriter, AFailedSyncIsAnErrorAndTheRangeIsNotDurable) {
     testing::TempDir dir;
     const auto data = random_bytes(2 * kBlock, 47);
-    // Three blocks and two sync slots: requests 0 and 1 write, request 2 is the fdatasync.
-    std::vector<FaultyAsyncIo::Rule> rules = {{2, FaultyAsyncIo::Fault::kFail, EIO, 0}};
-    DirectWriter writer(
-        small_blocks(IoEngine::kThreads),
-        std::make_unique<FaultyAsyncIo>(make_async_io(IoEngine::kThreads, 5), rules));
-    writer.open(dir.file("out"), 0, data.size(), data.size(), 7);
-    writer.append(data);
-    writer.close_range();
-    try {
-        writer.drain();
-        ADD_FAILURE() << "no error";
-    } catch (const Error& error) {
-        EXPECT_NE(std::string(error.what()).find("cannot sync"), std::string::npos) << error.what();
-        EXPECT_NE(std::string(error.what()).find(dir.file("out")), std::string::npos);
+    // Three blocks and two sync slots: requests 0 and 1 write, request 2 is the fdatasync (a
+    // range that ends the file: its ftruncate and fdatasync in one request).
+    for (const bool ends_file : {false, true}) {
+        std::vector<FaultyAsyncIo::Rule> rules = {{2, FaultyAsyncIo::Fault::kFail, EIO, 0}};
+        DirectWriter writer(
+            small_blocks(IoEngine::kThreads),
+            std::make_unique<FaultyAsyncIo>(make_async_io(IoEngine::kThreads, 5), rules));
+        const std::optional<std::uint64_t> final_size =
+            ends_file ? std::optional<std::uint64_t>(data.size()) : std::nullopt;
+        writer.open(dir.file("out"), 0, data.size(), final_size, 7);
+        writer.append(data);
+        writer.close_range();
+        try {
+            writer.drain();
+            ADD_FAILURE() << "no error";
+        } catch (const Error& error) {
+            const std::string expected =
+                ends_file ? "cannot set the size of or sync" : "cannot sync";
+            EXPECT_NE(std::string(error.what()).find(expected), std::string::npos) << error.what();
+            EXPECT_NE(std::string(error.what()).find(dir.file("out")), std::string::npos);
+        }
+        EXPECT_THROW(writer.take_durable(), Error);
     }
-    EXPECT_THROW(writer.take_durable(), Error);
 }
 
 TEST(DirectWriter, DevFullReportsNoSpace) {
