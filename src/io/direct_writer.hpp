@@ -39,8 +39,8 @@
 // almost nothing, which is what makes a universal checkpoint's thousands of files cheap. The
 // ftruncate that sets a file's size goes in the same request, before its fdatasync: in the
 // caller's thread it waited for the journal that the other files' syncs keep busy (1.6 ms per
-// file, async_io.hpp). At
-// most `max_open_ranges` ranges are open (written or syncing); open() waits below that.
+// file, async_io.hpp). At most `max_open_ranges` ranges are open (written or syncing); open()
+// waits below that.
 //
 // Memory. At most `blocks_in_flight` blocks of `block_size` bytes exist, and no more than
 // memory_budget bytes: in-flight = min(blocks_in_flight, memory_budget / block_size), and a
