@@ -211,17 +211,15 @@ TEST_P(DirectWriterEngines, SizeAndSyncSetsTheSizeOrGivesBackTheFailure) {
     const std::string path = dir.file("sized");
     testing::write_file_bytes(path, random_bytes(3 * kBlock, 5));
     std::unique_ptr<AsyncIo> io = make_async_io(GetParam(), 2);
-    File writable = File::open_write(path);
-    io->submit({&writable, IoDirection::kSizeAndSync, nullptr, 0, 12345, 7});
-    IoCompletion done = io->wait_one();
-    EXPECT_EQ(done.tag, 7u);
-    EXPECT_EQ(done.result, 0);
+    const auto size_and_sync = [&](const File& file, std::uint64_t size, std::uint64_t tag) {
+        io->submit({&file, IoDirection::kSizeAndSync, nullptr, 0, size, tag});
+        const IoCompletion completion = io->wait_one();
+        EXPECT_EQ(completion.tag, tag);
+        return completion.result;
+    };
+    EXPECT_EQ(size_and_sync(File::open_write(path), 12345, 7), 0);
     EXPECT_EQ(File::open_read(path).size(), 12345u);
-    File read_only = File::open_read(path);
-    io->submit({&read_only, IoDirection::kSizeAndSync, nullptr, 0, 100, 8});
-    IoCompletion refused = io->wait_one();
-    EXPECT_EQ(refused.tag, 8u);
-    EXPECT_LT(refused.result, 0);
+    EXPECT_LT(size_and_sync(File::open_read(path), 100, 8), 0);
     EXPECT_EQ(File::open_read(path).size(), 12345u);
 }
 
