@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <iterator>
-#include <numeric>
 #include <optional>
 #include <tuple>
 
@@ -34,20 +33,20 @@ bool clean_cut(const FileWork& file, std::uint64_t cut) {
     return (cut - slot.offset) % std::max<std::uint32_t>(slot.item, 1) == 0;
 }
 
-// The block multiple strictly inside (begin, end) nearest the midpoint that splits no
-// element, searching outwards from the midpoint; none when the range spans fewer than two
-// blocks or every candidate splits an element.
+// The block multiple strictly inside (begin, end) nearest `target` that splits no element,
+// searching outwards from it; none when the range spans fewer than two blocks or every
+// candidate splits an element.
 std::optional<std::uint64_t> choose_cut(const FileWork& file, std::uint64_t begin,
-                                        std::uint64_t end, std::uint64_t block) {
+                                        std::uint64_t end, std::uint64_t block,
+                                        std::uint64_t target) {
     const std::uint64_t first = begin / block + 1;  // smallest multiple index > begin
     if (end == 0)
         return std::nullopt;
     const std::uint64_t last = (end - 1) / block;  // largest multiple index < end
     if (first > last)
         return std::nullopt;
-    const std::uint64_t middle = begin + (end - begin) / 2;
-    const std::uint64_t nearest =
-        std::clamp<std::uint64_t>((middle + block / 2) / block, first, last);
+    const std::uint64_t nearest = std::clamp<std::uint64_t>(
+        target / block + (target % block >= block - block / 2 ? 1 : 0), first, last);
     // Outwards: nearest, nearest+1, nearest-1, nearest+2, ... within [first, last].
     for (std::uint64_t step = 0; step <= last - first; ++step) {
         for (int side = 0; side < 2; ++side) {
@@ -62,6 +61,28 @@ std::optional<std::uint64_t> choose_cut(const FileWork& file, std::uint64_t begi
         }
     }
     return std::nullopt;
+}
+
+// The file offset at which the tensor bytes from `begin` reach `bytes` (0 < bytes < the
+// tensor bytes of [begin, size)).
+std::uint64_t offset_after_bytes(const FileWork& file, std::uint64_t begin, std::uint64_t bytes) {
+    for (std::uint32_t s = first_slot_from(file, begin); s < file.slots.size(); ++s) {
+        const SlotWork& slot = file.slots[s];
+        const std::uint64_t from = std::max(slot.offset, begin);
+        const std::uint64_t to = slot.offset + slot.length;
+        if (to <= from)
+            continue;
+        if (bytes <= to - from)
+            return from + bytes;
+        bytes -= to - from;
+    }
+    return file.size;
+}
+
+// Where rank k's share of `total` bytes begins in the files laid end to end: k * total / ranks,
+// without overflowing.
+std::uint64_t share_begin(std::uint64_t total, std::uint32_t ranks, std::uint32_t k) {
+    return total / ranks * k + total % ranks * k / ranks;
 }
 
 WriteTask make_task(const FileWork& file, std::uint32_t f, std::uint64_t begin, std::uint64_t end) {
@@ -111,56 +132,61 @@ Ownership assign_ownership(const std::vector<FileWork>& files, std::uint32_t ran
     if (ranks == 0 || block_size == 0) {
         throw_internal_error("ownership for zero ranks or a zero block size");
     }
-    std::vector<WriteTask> tasks;
-    for (std::uint32_t f = 0; f < files.size(); ++f)
-        tasks.push_back(make_task(files[f], f, 0, files[f].size));
+    std::uint64_t total = 0;
+    for (const FileWork& file : files)
+        total += slot_bytes_in_range(file, 0, file.size);
 
-    // Split the task with the most tensor bytes until every rank can have one. Tasks that
-    // cannot be cut are set aside.
-    std::vector<bool> uncuttable(tasks.size(), false);
-    while (tasks.size() < ranks) {
-        std::size_t best = tasks.size();
-        for (std::size_t t = 0; t < tasks.size(); ++t) {
-            if (uncuttable[t] || tasks[t].bytes == 0)
-                continue;
-            if (best == tasks.size() || tasks[t].bytes > tasks[best].bytes ||
-                (tasks[t].bytes == tasks[best].bytes &&
-                 std::tie(tasks[t].file, tasks[t].begin) <
-                     std::tie(tasks[best].file, tasks[best].begin))) {
-                best = t;
-            }
-        }
-        if (best == tasks.size())
-            break;
-        const WriteTask whole = tasks[best];
-        const FileWork& file = files[whole.file];
-        std::optional<std::uint64_t> cut = choose_cut(file, whole.begin, whole.end, block_size);
-        if (!cut) {
-            uncuttable[best] = true;
-            continue;
-        }
-        tasks[best] = make_task(file, whole.file, whole.begin, *cut);
-        tasks.push_back(make_task(file, whole.file, *cut, whole.end));
-        uncuttable.push_back(false);
-    }
-
-    // Largest first to the least-loaded rank.
-    std::vector<std::size_t> order(tasks.size());
-    std::iota(order.begin(), order.end(), 0);
-    std::sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {
-        const WriteTask& x = tasks[a];
-        const WriteTask& y = tasks[b];
-        if (x.bytes != y.bytes)
-            return x.bytes > y.bytes;
-        return std::tie(x.file, x.begin) < std::tie(y.file, y.begin);
-    });
+    // The files' tensor bytes laid end to end and cut into `ranks` equal shares: rank k takes
+    // the bytes from share_begin(k) on. A share that ends inside a file cuts it at the clean
+    // block multiple nearest that point; where the range has none, the whole rest goes to this
+    // rank if its share holds at least as much of it as the next share does. Shares are absolute
+    // positions, so a cut that lands short or long moves only the next rank's start.
     Ownership result;
     result.bytes_per_rank.assign(ranks, 0);
-    for (std::size_t index : order) {
-        auto least = std::min_element(result.bytes_per_rank.begin(), result.bytes_per_rank.end());
-        tasks[index].rank = static_cast<std::uint32_t>(least - result.bytes_per_rank.begin());
-        *least += tasks[index].bytes;
+    std::vector<WriteTask> tasks;
+    std::uint32_t rank = 0;
+    std::uint64_t done = 0;  // tensor bytes in the tasks so far
+    const auto add = [&](WriteTask task) {
+        task.rank = rank;
+        done += task.bytes;
+        result.bytes_per_rank[rank] += task.bytes;
+        tasks.push_back(task);
+    };
+    for (std::uint32_t f = 0; f < files.size(); ++f) {
+        const FileWork& file = files[f];
+        std::uint64_t begin = 0;
+        while (true) {
+            const std::uint64_t rest = slot_bytes_in_range(file, begin, file.size);
+            while (rest > 0 && rank + 1 < ranks && done >= share_begin(total, ranks, rank + 1))
+                ++rank;
+            const std::uint64_t quota_end =
+                rank + 1 < ranks ? share_begin(total, ranks, rank + 1) : total;
+            if (rest == 0 || rank + 1 == ranks || done + rest <= quota_end) {
+                add(make_task(file, f, begin, file.size));
+                break;
+            }
+            const std::uint64_t want = quota_end - done;  // 0 < want < rest
+            std::optional<std::uint64_t> cut = choose_cut(file, begin, file.size, block_size,
+                                                          offset_after_bytes(file, begin, want));
+            if (cut && (slot_bytes_in_range(file, begin, *cut) == 0 ||
+                        slot_bytes_in_range(file, *cut, file.size) == 0))
+                cut.reset();  // a part of header or padding alone: no cut
+            if (cut) {
+                add(make_task(file, f, begin, *cut));
+                begin = *cut;
+                ++rank;
+            } else if (const std::uint64_t next_share_end =
+                           rank + 2 < ranks ? share_begin(total, ranks, rank + 2) : total;
+                       want >= std::min(rest - want, next_share_end - quota_end)) {
+                // This share holds at least as much of the range as the next one does.
+                add(make_task(file, f, begin, file.size));
+                break;
+            } else {
+                ++rank;
+            }
+        }
     }
+
     std::sort(tasks.begin(), tasks.end(), [](const WriteTask& a, const WriteTask& b) {
         return std::tie(a.file, a.begin) < std::tie(b.file, b.begin);
     });

@@ -2,17 +2,24 @@
 //
 // A write task is a byte range [begin, end) of one output file; the tasks of a file tile it in
 // order, and a task writes every byte of its range (the fixed bytes and the parts of the tensor
-// slots that fall in it). Every output file starts as one task. While there are fewer tasks
-// than ranks, the task holding the most tensor bytes is cut in two at a multiple of
-// `block_size`, the one nearest its byte midpoint, so that several ranks share a large file
-// (`--max-shard-size none`, or more ranks than shards) and even one huge tensor is written by
-// several ranks. Cutting at block multiples means no two ranks ever write the same block of a
-// shared file: each rank's direct-I/O blocks start at its range's aligned beginning (the block
-// size is an input of the plan, the same on every rank). A cut never falls inside an element
-// (a 1-byte bool buffer can leave a later 2-byte slot at an odd offset): such a block boundary
-// is passed over for the next one. A task spanning fewer than two blocks is not cut. Tasks are
-// then assigned largest first to the least-loaded rank. Ties break on file index, then range
-// start, then rank number, so every rank computes the same assignment.
+// slots that fall in it). Ranks get equal shares of the tensor bytes: the files' tensor bytes
+// are laid end to end, in file order, and cut into `ranks` shares, rank k from byte
+// k * total / ranks on. A share that ends inside a file cuts the file at the block multiple
+// nearest that byte, so that several ranks share a large file (`--max-shard-size none`, more
+// ranks than shards, or a 4.9 GB shard next to a 1 GB one at 2 ranks) and even one huge tensor
+// is written by several ranks. Cutting at block multiples means no two ranks ever write the
+// same block of a shared file: each rank's direct-I/O blocks start at its range's aligned
+// beginning (the block size is an input of the plan, the same on every rank). A cut never
+// falls inside an element (a 1-byte bool buffer can leave a later 2-byte slot at an odd
+// offset): such a block boundary is passed over for the nearest clean one. A range spanning
+// fewer than two blocks, or one whose cut would leave a part without tensor bytes, is not cut:
+// it goes whole to the rank whose share holds more of it. Shares are positions, not amounts,
+// so a cut that lands off the exact byte moves only the next rank's start. Each rank thus
+// writes one stretch of the files, ranks in file order; where cuts fall cleanly no rank carries
+// more than a share and a block; and the result depends on nothing but the files, the rank
+// count and the block size: every rank computes the same assignment. (Largest-first
+// assignment of whole files, the earlier rule, left a rank with 82 % of a 6 GB model at 2
+// ranks and with 10 GB where 7.8 GB was the share for 100 shards of 5 GB over 64 ranks.)
 //
 // The first task of a file (its lead, begin == 0) renames the file to its final name once every
 // task of the file is on disk and, for torch zip files shared by several ranks, writes the

@@ -1,5 +1,6 @@
 #include "plan/ownership.hpp"
 
+#include <algorithm>
 #include <map>
 #include <numeric>
 
@@ -58,14 +59,73 @@ void expect_tasks_tile_files(const std::vector<plan::FileWork>& files, const pla
         total);
 }
 
-TEST(Ownership, MoreFilesThanRanksBalancesWholeFiles) {
+// Ranks write one stretch each, in file order, and none carries more than its share of the
+// tensor bytes plus a block (every cut here falls on a clean multiple: 1-byte elements).
+void expect_balanced_stretches(const std::vector<plan::FileWork>& files, const plan::Ownership& own,
+                               std::uint32_t ranks, std::uint64_t block) {
+    std::uint64_t total = 0;
+    for (const plan::FileWork& file : files)
+        total += plan::slot_bytes_in_range(file, 0, file.size);
+    for (std::size_t t = 1; t < own.tasks.size(); ++t)
+        EXPECT_LE(own.tasks[t - 1].rank, own.tasks[t].rank) << "task " << t;
+    ASSERT_EQ(own.bytes_per_rank.size(), ranks);
+    for (std::uint32_t r = 0; r < ranks; ++r)
+        EXPECT_LE(own.bytes_per_rank[r], (total + ranks - 1) / ranks + block) << "rank " << r;
+}
+
+TEST(Ownership, MoreFilesThanRanksCutsAFileWhereAShareEnds) {
     std::vector<plan::FileWork> files = {file_of({5, 5}), file_of({9}), file_of({3}),
                                          file_of({2, 2}), file_of({6})};
     plan::Ownership own = plan::assign_ownership(files, 2, 1);
     expect_tasks_tile_files(files, own, 1);
-    EXPECT_EQ(own.tasks.size(), 5u);  // no split needed
-    // LPT: 10 -> r0, 9 -> r1, 6 -> r1 (15), 4 -> r0 (14), 3 -> r0 (17)
-    EXPECT_EQ(own.bytes_per_rank, (std::vector<std::uint64_t>{17, 15}));
+    expect_balanced_stretches(files, own, 2, 1);
+    // 32 bytes, shares of 16: file 0 (10) and 6 bytes of file 1 to rank 0, the rest to rank 1.
+    EXPECT_EQ(own.bytes_per_rank, (std::vector<std::uint64_t>{16, 16}));
+    ASSERT_EQ(own.tasks.size(), 6u);
+    EXPECT_EQ(own.tasks[1].file, 1u);
+    EXPECT_EQ(own.tasks[1].end, 6u);
+    EXPECT_EQ(own.tasks[2].begin, 6u);
+    EXPECT_EQ(own.tasks[2].rank, 1u);
+    EXPECT_FALSE(own.tasks[2].lead);
+}
+
+TEST(Ownership, ABigShardNextToASmallOneIsShared) {
+    // The bench's 1.5b model: a 4.94 GB shard and a 1.05 GB one (in MiB here), 2 ranks,
+    // 4 MiB blocks. Whole files would give one rank 82 %.
+    const std::uint64_t mib = 1 << 20;
+    std::vector<plan::FileWork> files = {file_of({4714 * mib}, 4096, 4),
+                                         file_of({1002 * mib}, 4096, 4)};
+    plan::Ownership own = plan::assign_ownership(files, 2, 4 * mib);
+    expect_tasks_tile_files(files, own, 4 * mib);
+    expect_balanced_stretches(files, own, 2, 4 * mib);
+    EXPECT_EQ(own.tasks_per_file[0], 2u);
+    EXPECT_EQ(own.tasks_per_file[1], 1u);
+    EXPECT_EQ(own.tasks.back().rank, 1u);
+}
+
+TEST(Ownership, ManyShardsOverFewerRanksStayWithinAShare) {
+    // 100 shards of 5000 bytes over 64 ranks: whole files would give 36 ranks two shards.
+    std::vector<plan::FileWork> files(100, file_of({5000}, 64, 1));
+    plan::Ownership own = plan::assign_ownership(files, 64, 256);
+    expect_tasks_tile_files(files, own, 256);
+    expect_balanced_stretches(files, own, 64, 256);
+    const std::uint64_t heaviest =
+        *std::max_element(own.bytes_per_rank.begin(), own.bytes_per_rank.end());
+    EXPECT_LT(heaviest, 2 * 5000u);
+    EXPECT_EQ(std::count(own.bytes_per_rank.begin(), own.bytes_per_rank.end(), 0u), 0);
+}
+
+TEST(Ownership, AnUncuttableFileGoesToTheShareHoldingMoreOfIt) {
+    // Blocks of 64: the 40-byte file cannot be cut. Shares of 50: the 40 bytes lie at 30..70,
+    // 20 in rank 0's share and 20 in rank 1's; ties go to the earlier rank. At 60..100 (after
+    // a 60-byte file) they are rank 1's.
+    std::vector<plan::FileWork> files = {file_of({30}), file_of({40}), file_of({30})};
+    plan::Ownership own = plan::assign_ownership(files, 2, 64);
+    expect_tasks_tile_files(files, own, 64);
+    EXPECT_EQ(own.bytes_per_rank, (std::vector<std::uint64_t>{70, 30}));
+    files = {file_of({60}), file_of({40}), file_of({20})};
+    own = plan::assign_ownership(files, 2, 64);
+    EXPECT_EQ(own.bytes_per_rank, (std::vector<std::uint64_t>{60, 60}));
 }
 
 TEST(Ownership, OneBigFileIsSplitOverRanksAtBlockMultiples) {
@@ -171,6 +231,8 @@ TEST(Ownership, IsDeterministicAndIndependentOfNothingButInputs) {
             EXPECT_EQ(a.tasks[i].end, b.tasks[i].end);
             EXPECT_LT(a.tasks[i].rank, ranks);
         }
+        for (std::size_t t = 1; t < a.tasks.size(); ++t)
+            EXPECT_LE(a.tasks[t - 1].rank, a.tasks[t].rank);
     }
 }
 
