@@ -13,7 +13,8 @@
 // falls inside an element (a 1-byte bool buffer can leave a later 2-byte slot at an odd
 // offset): such a block boundary is passed over for the nearest clean one. A range spanning
 // fewer than two blocks, or one whose cut would leave a part without tensor bytes, is not cut:
-// it goes whole to the rank whose share holds more of it. Shares are positions, not amounts,
+// it goes whole to the rank whose share holds more of it (a tie: the earlier rank, so a small
+// model's single file goes to rank 0). Shares are positions, not amounts,
 // so a cut that lands off the exact byte moves only the next rank's start. Each rank thus
 // writes one stretch of the files, ranks in file order; where cuts fall cleanly no rank carries
 // more than a share and a block; and the result depends on nothing but the files, the rank
