@@ -166,13 +166,13 @@ Ownership assign_ownership(const std::vector<FileWork>& files, std::uint32_t ran
                 break;
             }
             const std::uint64_t want = quota_end - done;  // 0 < want < rest
-            std::optional<std::uint64_t> cut = choose_cut(file, begin, file.size, block_size,
-                                                          offset_after_bytes(file, begin, want));
-            if (cut && (slot_bytes_in_range(file, begin, *cut) == 0 ||
-                        slot_bytes_in_range(file, *cut, file.size) == 0))
-                cut.reset();  // a part of header or padding alone: no cut
-            if (cut) {
-                add(make_task(file, f, begin, *cut));
+            const std::optional<std::uint64_t> cut = choose_cut(
+                file, begin, file.size, block_size, offset_after_bytes(file, begin, want));
+            const std::optional<WriteTask> head =
+                cut ? std::optional(make_task(file, f, begin, *cut)) : std::nullopt;
+            // A part of header or padding alone on either side is no cut.
+            if (head && head->bytes > 0 && head->bytes < rest) {
+                add(*head);
                 begin = *cut;
                 ++rank;
             } else if (const std::uint64_t next_share_end =
@@ -187,9 +187,7 @@ Ownership assign_ownership(const std::vector<FileWork>& files, std::uint32_t ran
         }
     }
 
-    std::sort(tasks.begin(), tasks.end(), [](const WriteTask& a, const WriteTask& b) {
-        return std::tie(a.file, a.begin) < std::tie(b.file, b.begin);
-    });
+    // The tasks came in (file, begin) order, as Ownership promises.
     result.tasks_per_file.assign(files.size(), 0);
     for (const WriteTask& task : tasks) {
         ++result.tasks_per_file[task.file];

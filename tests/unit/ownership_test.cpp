@@ -22,6 +22,13 @@ plan::FileWork file_of(std::vector<std::uint64_t> slot_bytes, std::uint64_t head
     return file;
 }
 
+std::uint64_t tensor_bytes(const std::vector<plan::FileWork>& files) {
+    std::uint64_t total = 0;
+    for (const plan::FileWork& file : files)
+        total += plan::slot_bytes_in_range(file, 0, file.size);
+    return total;
+}
+
 // Tasks tile each file in order, start at block multiples, and their slot ranges, bytes and
 // lead flags follow from their byte ranges.
 void expect_tasks_tile_files(const std::vector<plan::FileWork>& files, const plan::Ownership& own,
@@ -51,9 +58,7 @@ void expect_tasks_tile_files(const std::vector<plan::FileWork>& files, const pla
         EXPECT_EQ(next[f], files[f].size);
         EXPECT_EQ(leads[f], 1);
     }
-    std::uint64_t total = 0;
-    for (const plan::FileWork& file : files)
-        total += plan::slot_bytes_in_range(file, 0, file.size);
+    const std::uint64_t total = tensor_bytes(files);
     EXPECT_EQ(
         std::accumulate(own.bytes_per_rank.begin(), own.bytes_per_rank.end(), std::uint64_t{0}),
         total);
@@ -63,9 +68,7 @@ void expect_tasks_tile_files(const std::vector<plan::FileWork>& files, const pla
 // tensor bytes plus a block (every cut here falls on a clean multiple: 1-byte elements).
 void expect_balanced_stretches(const std::vector<plan::FileWork>& files, const plan::Ownership& own,
                                std::uint32_t ranks, std::uint64_t block) {
-    std::uint64_t total = 0;
-    for (const plan::FileWork& file : files)
-        total += plan::slot_bytes_in_range(file, 0, file.size);
+    const std::uint64_t total = tensor_bytes(files);
     for (std::size_t t = 1; t < own.tasks.size(); ++t)
         EXPECT_LE(own.tasks[t - 1].rank, own.tasks[t].rank) << "task " << t;
     ASSERT_EQ(own.bytes_per_rank.size(), ranks);
