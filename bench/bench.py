@@ -9,6 +9,9 @@ that drift of a noisy machine hits all of them alike), for each page-cache state
   warm   before every contender: outputs deleted, `sync`, the inputs read once (`cat`)
   cold   before every contender: outputs deleted, `sync; echo 3 > /proc/sys/vm/drop_caches`
 
+and in both, after deleting an output, a pause (--pause-per-gb) for the device to finish
+trimming the deleted blocks (Bench.clean() says why).
+
 The contenders of the Hugging Face rounds (fp32 output bytes = the copy source's):
 
   (a) the device's write limit, per round the fastest of
@@ -615,10 +618,21 @@ class Bench:
     # --- one contender ---------------------------------------------------------------------
 
     def clean(self) -> None:
+        """Deletes what the contender before wrote, then lets the device settle: on this VM's
+        ext4 (mounted with `discard`) deleting an output trims its blocks, and the host keeps
+        working on the trim after `rm` returns. A conversion started right after a 6 GB one was
+        0.3-0.9 s slower than one started after a pause (docs/performance.md), and since the
+        rounds keep the contenders' order, the contender after the 1-rank conversion (the
+        2-rank one) paid for it in every round. --pause-per-gb seconds per GB deleted."""
+        freed = sum(p.stat().st_size for p in files_under(self.out)) if self.out.exists() else 0
+        freed += self.dev_file.stat().st_size if self.dev_file.exists() else 0
         shutil.rmtree(self.out, ignore_errors=True)
         self.dev_file.unlink(missing_ok=True)
         self.fio_json.unlink(missing_ok=True)
         self.summary.unlink(missing_ok=True)
+        if freed and self.args.pause_per_gb > 0:
+            os.sync()
+            time.sleep(freed / 1e9 * self.args.pause_per_gb)
 
     def settle(self, cache: str, warm: list[Path]) -> None:
         """The page-cache state every contender starts from: `sync`, then the caches dropped
@@ -1243,7 +1257,9 @@ def write_results(bench: Bench, metadata: list[dict], started: str) -> list[str]
              f"- {args.repeat} interleaved rounds: every contender once per round, each round "
              f"starting one contender later; cache states {', '.join(args.cache)} "
              "(warm: outputs deleted, `sync`, inputs read once with `cat`; cold: outputs "
-             "deleted, `sync; echo 3 > /proc/sys/vm/drop_caches`) before every contender",
+             "deleted, `sync; echo 3 > /proc/sys/vm/drop_caches`) before every contender; "
+             f"after deleting an output, {args.pause_per_gb} s per GB of it to let the device "
+             "settle (the trim of the deleted blocks)",
              f"- (a), the device's write limit of each round: the fastest of {a_kinds}, writing "
              "the output's bytes (fio: rounded up to 4 KiB, a last partial 4 MiB block as a "
              "second job, both jobs' times added)",
@@ -1394,6 +1410,9 @@ def main() -> None:
                         help="checkpoints and outputs: put it on the file system to measure")
     parser.add_argument("--results", default=str(REPO / "bench" / "results"))
     parser.add_argument("--keep", action="store_true", help="keep the copy sources")
+    parser.add_argument("--pause-per-gb", type=float, default=1.5,
+                        help="seconds to wait per GB of the previous contender's output after "
+                             "deleting it, before the next one starts (default 1.5; 0: none)")
     args = parser.parse_args()
     args.models = [m for m in args.models.split(",") if m]
     for model in args.models:
