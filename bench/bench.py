@@ -960,7 +960,7 @@ def summarize(series: Series) -> list[dict]:
                      "peak_rss_mib": "", "read_x_needed": "", "bytes_read": "",
                      "cpu_s": "", "user_s": "",
                      "samples_s": " ".join(f"{limit[r]:.3f}" for r in sorted(limit)),
-                     "rounds_s": "", "rounds_own_s": ""})
+                     "own_samples_s": ""})
     for contender in series.contenders:
         samples = series.samples.get(contender, [])
         if not samples:
@@ -989,10 +989,10 @@ def summarize(series: Series) -> list[dict]:
             "user_s": median(s.user for s in samples),
             "samples_s": " ".join(f"{s.seconds:.3f}" for s in sorted(samples,
                                                                       key=lambda s: s.round)),
-            # Per round, for the rank-count pairs of target_checks() (round:seconds).
-            "rounds_s": " ".join(f"{s.round}:{s.seconds:.3f}" for s in samples),
-            "rounds_own_s": " ".join(f"{s.round}:{s.own:.3f}" for s in samples
-                                     if s.own is not None),
+            # In round order like samples_s, for the rank-count pairs of target_checks().
+            "own_samples_s": " ".join(f"{s.own:.3f}" for s in sorted(samples,
+                                                                     key=lambda s: s.round)
+                                      if s.own is not None),
         })
     return rows
 
@@ -1025,9 +1025,9 @@ def series_table(series: Series, rows: list[dict]) -> list[str]:
 
 
 def by_round(text: str) -> dict[int, float]:
-    """A row's "round:seconds ..." cell as {round: seconds}."""
-    pairs = (item.split(":") for item in text.split())
-    return {int(r): float(s) for r, s in pairs}
+    """A row's samples cell (seconds in round order; every contender runs once per round) as
+    {round: seconds}."""
+    return {r: float(s) for r, s in enumerate(text.split(), start=1)}
 
 
 def rank_pairs(many: dict, one: dict, mpi_many: dict | None, mpi_one: dict | None) -> str:
@@ -1036,8 +1036,8 @@ def rank_pairs(many: dict, one: dict, mpi_many: dict | None, mpi_one: dict | Non
     medians of five samples can land either way. Each round ran both rank counts and both
     `--version` start-ups from the same cache state; pairing them removes what the round had
     in common. Reported beside the verdict, not instead of it."""
-    walls, walls1 = by_round(many["rounds_s"]), by_round(one["rounds_s"])
-    own, own1 = by_round(many["rounds_own_s"]), by_round(one["rounds_own_s"])
+    walls, walls1 = by_round(many["samples_s"]), by_round(one["samples_s"])
+    own, own1 = by_round(many["own_samples_s"]), by_round(one["own_samples_s"])
     parts = []
     if mpi_many and mpi_one:
         beyond = [walls[r] - walls1[r] - (mpi_many[r] - mpi_one[r]) for r in sorted(walls)
@@ -1102,7 +1102,7 @@ def target_checks(bench: Bench, all_rows: list[dict], metadata: list[dict]) -> l
               for r in all_rows if r["kind"] == "launcher"}
     mpi = {(r["suite"], r["model"], r["cache"], r["ranks"]): r["median_s"]
            for r in all_rows if r["kind"] == "mpi-startup"}
-    mpi_rounds = {(r["suite"], r["model"], r["cache"], r["ranks"]): by_round(r["rounds_s"])
+    mpi_rounds = {(r["suite"], r["model"], r["cache"], r["ranks"]): by_round(r["samples_s"])
                   for r in all_rows if r["kind"] == "mpi-startup"}
     for r in tools:
         if r["ranks"] == 1:
