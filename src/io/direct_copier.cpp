@@ -21,22 +21,49 @@ std::size_t at_least_a_block(std::size_t bytes) {
     return std::max(bytes / kMinBlock * kMinBlock, kMinBlock);
 }
 
-DirectWriterOptions writer_options(const DirectCopyOptions& options) {
+// Blocks for a side (reader or writer) of `budget` bytes: eight of its eighth, but not below
+// 2 MiB (one huge page: smaller blocks were slower, docs/io-engine.md) unless the budget allows
+// no two of those, and never above the plan's block. A large plan block (a 16 MiB Lustre stripe)
+// means smaller blocks, never more memory; the plan's cuts are multiples of any of them.
+std::size_t side_block(std::size_t budget, std::size_t plan_block) {
+    const std::size_t two_mib = std::size_t{2} << 20;
+    return std::min(at_least_a_block(plan_block),
+                    at_least_a_block(std::max(budget / 8, std::min(two_mib, budget / 2))));
+}
+
+// With buffered reads the writer has half the budget. With direct reads the reader has the
+// half and the writer a quarter: on one disk both queue at the device, and a reader with as
+// many requests in flight as the writer keeps its reads from waiting behind the writes
+// (docs/io-engine.md, "Where a run waits").
+DirectWriterOptions writer_options(const DirectCopyOptions& options, bool direct_reads) {
     DirectWriterOptions writer;
     writer.engine = options.write_engine;
-    writer.memory_budget = at_least_a_block(options.buffer_size / 2);
-    // Requests in flight keep the device busy while the next block is filled: eight of the
-    // budget's eighth, but not below 2 MiB (one huge page: smaller blocks were slower,
-    // docs/io-engine.md) unless the budget allows no two of those, and never above the
-    // plan's block. A large plan block (a 16 MiB Lustre stripe) means smaller writer blocks,
-    // never more memory; the plan's cuts are multiples of any of them.
-    const std::size_t two_mib = std::size_t{2} << 20;
-    writer.block_size =
-        std::min(at_least_a_block(options.block_size),
-                 at_least_a_block(std::max(writer.memory_budget / 8,
-                                           std::min(two_mib, writer.memory_budget / 2))));
+    writer.memory_budget = at_least_a_block(options.buffer_size / (direct_reads ? 4 : 2));
+    writer.block_size = side_block(writer.memory_budget, options.block_size);
     writer.blocks_in_flight = 8;
     return writer;
+}
+
+DirectReaderOptions reader_options(const DirectCopyOptions& options) {
+    DirectReaderOptions reader;
+    reader.engine = options.read_engine;
+    reader.mode = io::ReadMode::kDirect;
+    reader.memory_budget = at_least_a_block(options.buffer_size / 2);
+    reader.block_size = side_block(reader.memory_budget, options.block_size);
+    reader.blocks_in_flight = 8;
+    reader.unit_cache_bytes = at_least_a_block(options.buffer_size / 16);
+    return reader;
+}
+
+// kAuto reads buffered when there is nothing to sample or enough of the sample is cached.
+io::ReadMode resolve_read_mode(io::ReadMode asked, std::span<const ReadRange> sample,
+                               double sampled_fraction) {
+    if (asked != io::ReadMode::kAuto)
+        return asked;
+    bool any_bytes = std::any_of(sample.begin(), sample.end(),
+                                 [](const ReadRange& range) { return range.length > 0; });
+    return !any_bytes || sampled_fraction >= kWarmThreshold ? io::ReadMode::kBuffered
+                                                            : io::ReadMode::kDirect;
 }
 
 }  // namespace
@@ -45,29 +72,16 @@ DirectCopier::DirectCopier(InputFiles& inputs, std::vector<std::string> paths,
                            std::span<const ReadRange> sample, const DirectCopyOptions& options)
     : inputs_(inputs),
       options_(options),
+      sampled_fraction_(options.read_mode == io::ReadMode::kAuto
+                            ? sample_cached_fraction(paths, sample, kWarmSamples)
+                            : -1.0),
+      read_mode_(resolve_read_mode(options.read_mode, sample, sampled_fraction_)),
       chunk_(kMinBlock, at_least_a_block(options.buffer_size / 16)),
       staging_(kMinBlock, 2 * at_least_a_block(options.buffer_size / 16)),
-      writer_(writer_options(options)) {
-    io::ReadMode mode = options.read_mode;
-    if (mode == io::ReadMode::kAuto) {
-        sampled_fraction_ = sample_cached_fraction(paths, sample, kWarmSamples);
-        bool any_bytes = std::any_of(sample.begin(), sample.end(),
-                                     [](const ReadRange& range) { return range.length > 0; });
-        mode = !any_bytes || sampled_fraction_ >= kWarmThreshold ? io::ReadMode::kBuffered
-                                                                 : io::ReadMode::kDirect;
-    }
-    if (mode == io::ReadMode::kDirect) {
-        DirectReaderOptions reader;
-        reader.engine = options.read_engine;
-        reader.mode = io::ReadMode::kDirect;
-        reader.memory_budget = at_least_a_block(options.buffer_size / 4);
-        reader.block_size = std::min(at_least_a_block(options.block_size),
-                                     at_least_a_block(reader.memory_budget / 2));
-        reader.blocks_in_flight = 4;
-        reader.unit_cache_bytes = at_least_a_block(options.buffer_size / 16);
-        reader_ =
-            std::make_unique<DirectReader>(std::move(paths), std::vector<ReadRange>{}, reader);
-    }
+      writer_(writer_options(options, read_mode_ == io::ReadMode::kDirect)) {
+    if (read_mode_ == io::ReadMode::kDirect)
+        reader_ = std::make_unique<DirectReader>(std::move(paths), std::vector<ReadRange>{},
+                                                 reader_options(options));
 }
 
 void DirectCopier::add_reads(std::span<const ReadRange> reads) {

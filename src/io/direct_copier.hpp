@@ -16,13 +16,18 @@
 // through a chunk and a staging buffer. The input CRC check folds the raw bytes into its
 // pieces on the way (check_ranges.hpp), the slot CRC (zip records) the output bytes.
 //
-// Memory: within `buffer_size`: half for the writer's blocks (at least two in flight, each at
-// most the plan's block), a quarter for the reader's and a sixteenth for its copies of shared
-// pages (direct reads only), an eighth and a sixteenth for the conversion's staging and chunk;
-// each at least one 4 KiB block. With the default 32 MiB and 4 MiB plan blocks: eight 2 MiB
-// writer blocks, two 4 MiB reader blocks. Direct reads follow the list of the extents the copies
-// will read, in order, handed over ahead of the copies (add_reads): the reader runs ahead along it,
-// and forgets what it has read, so the caller decides how much of the list exists at once.
+// Memory: within `buffer_size`. With buffered reads, half for the writer's blocks; with direct
+// reads, half for the reader's blocks and a quarter for the writer's (one disk serves both, and
+// reads with fewer requests in flight than the writes wait behind them). Each side sends up to
+// eight blocks of an eighth of its share, not below 2 MiB unless the share holds fewer than two
+// of those, never above the plan's block. A sixteenth for the reader's copies of shared pages
+// (direct reads only), an eighth and a sixteenth for the conversion's staging and chunk; each
+// at least one 4 KiB block. With the default 32 MiB and 4 MiB plan blocks: warm, eight 2 MiB
+// writer blocks; cold, eight 2 MiB reader blocks and four 2 MiB writer blocks.
+//
+// Direct reads follow the list of the extents the copies will read, in order, handed over
+// ahead of the copies (add_reads): the reader runs ahead along it, and forgets what it has
+// read, so the caller decides how much of the list exists at once.
 //
 // Warm or cold: ReadMode::kAuto samples the page cache over `sample` (mincore, 32 windows) and
 // reads buffered when at least half of it is cached: a copy from memory is 5-8x faster than a
@@ -134,6 +139,7 @@ class DirectCopier {
     std::size_t next_read_ = 0;    // index among all reads of the extent copied next
     std::size_t reading_ = 0;      // the extent being copied
     double sampled_fraction_ = -1.0;
+    io::ReadMode read_mode_;  // kBuffered or kDirect, before writer_: it sizes the writer
     std::unique_ptr<DirectReader> reader_;  // direct reads only
     std::optional<DirectReader::Piece> piece_;
     std::uint64_t piece_used_ = 0;
