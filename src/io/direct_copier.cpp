@@ -75,14 +75,14 @@ DirectCopier::DirectCopier(InputFiles& inputs, std::vector<std::string> paths,
       sampled_fraction_(options.read_mode == io::ReadMode::kAuto
                             ? sample_cached_fraction(paths, sample, kWarmSamples)
                             : -1.0),
-      read_mode_(resolve_read_mode(options.read_mode, sample, sampled_fraction_)),
+      reader_(resolve_read_mode(options.read_mode, sample, sampled_fraction_) ==
+                      io::ReadMode::kDirect
+                  ? std::make_unique<DirectReader>(std::move(paths), std::vector<ReadRange>{},
+                                                   reader_options(options))
+                  : nullptr),
       chunk_(kMinBlock, at_least_a_block(options.buffer_size / 16)),
       staging_(kMinBlock, 2 * at_least_a_block(options.buffer_size / 16)),
-      writer_(writer_options(options, read_mode_ == io::ReadMode::kDirect)) {
-    if (read_mode_ == io::ReadMode::kDirect)
-        reader_ = std::make_unique<DirectReader>(std::move(paths), std::vector<ReadRange>{},
-                                                 reader_options(options));
-}
+      writer_(writer_options(options, reader_ != nullptr)) {}
 
 void DirectCopier::add_reads(std::span<const ReadRange> reads) {
     if (reader_ == nullptr)

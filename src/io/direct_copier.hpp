@@ -139,8 +139,7 @@ class DirectCopier {
     std::size_t next_read_ = 0;    // index among all reads of the extent copied next
     std::size_t reading_ = 0;      // the extent being copied
     double sampled_fraction_ = -1.0;
-    io::ReadMode read_mode_;  // kBuffered or kDirect, before writer_: it sizes the writer
-    std::unique_ptr<DirectReader> reader_;  // direct reads only
+    std::unique_ptr<DirectReader> reader_;  // direct reads only; before writer_, which it sizes
     std::optional<DirectReader::Piece> piece_;
     std::uint64_t piece_used_ = 0;
     AlignedBuffer chunk_;    // conversion input
