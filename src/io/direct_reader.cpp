@@ -375,7 +375,7 @@ void DirectReader::reap_one() {
     --incomplete_;  // until submitted again below
     InputState& state = *inputs_[window.file];
     const std::string& path = paths_[window.file];
-    const std::int64_t result = completion.result;
+    std::int64_t result = completion.result;
     if (result == -EINVAL && state.direct && !state.any_success && !error_) {
         // O_DIRECT taken at open, refused on the read: read this file buffered from now on.
         // The window stays aligned, which a buffered read accepts as it is.
@@ -385,6 +385,11 @@ void DirectReader::reap_one() {
             submit(window);
             return;
         }
+    }
+    if ((result == -EINTR || result == -EAGAIN) && !error_) {
+        ++incomplete_;
+        submit(window);  // transient: the same request again
+        return;
     }
     if (result < 0) {
         try {
@@ -397,6 +402,7 @@ void DirectReader::reap_one() {
         window.complete = true;  // never delivered: next() throws first
         return;
     }
+    const std::size_t request_start = window.done;
     window.done += static_cast<std::size_t>(result);
     state.any_success = true;
     if (window.done >= request_end(window)) {
@@ -415,6 +421,15 @@ void DirectReader::reap_one() {
                            bytes + window.length - unit, unit);
         }
         return;
+    }
+    if (state.direct && window.done % state.granule != 0) {
+        // O_DIRECT reads start at aligned offsets only: the rest is read again from the unit
+        // the short read ended in. A short read that does not get past that unit's start
+        // ended at the end of the file.
+        const std::size_t aligned = window.done / state.granule * state.granule;
+        window.done = aligned > request_start ? aligned : request_start;
+        if (aligned <= request_start)
+            result = 0;
     }
     if (result == 0 || error_) {
         if (!error_) {

@@ -248,7 +248,7 @@ void DirectWriter::handle(const IoCompletion& completion) {
 void DirectWriter::complete(std::size_t block, std::int64_t result) {
     Transfer& transfer = *transfers_[block];
     Range& range = *transfer.range;
-    if (result == -EINVAL && transfer.sent_direct && !range.any_direct_success && !error_) {
+    if (result == -EINVAL && transfer.sent_direct && !range.any_direct_success && !range.failed) {
         // O_DIRECT taken at open, refused on the transfer: every direct write of this file
         // fails alike, so the file goes buffered and this block is sent again, unpadded (a
         // buffered write takes any length). Blocks of the file still in flight come back
@@ -265,19 +265,40 @@ void DirectWriter::complete(std::size_t block, std::int64_t result) {
             return;
         }
     }
-    if (result > 0 && !error_) {
+    if ((result == -EINTR || result == -EAGAIN) && !range.failed) {
+        submit(block);  // transient: the same request again
+        return;
+    }
+    if (result > 0 && !range.failed) {
+        const std::size_t request_start = transfer.done;
         transfer.done += static_cast<std::size_t>(result);
         if (transfer.done < transfer.length) {
-            submit(block);  // a short write: the rest (a second refusal then names the cause)
-            return;
+            // A short write: the rest. O_DIRECT writes start at aligned offsets only, so the
+            // rest starts at the unit the short write ended in (its bytes are still in the
+            // block); a short write that does not get past that unit's start is stuck.
+            if (transfer.sent_direct && transfer.done % range.granule != 0) {
+                const std::size_t aligned = transfer.done / range.granule * range.granule;
+                transfer.done = std::max(aligned, request_start);
+                if (aligned <= request_start && ++transfer.stalls > kMaxStalls) {
+                    fail_range(range, EIO, transfer.offset + transfer.done, nullptr);
+                    result = -EIO;
+                }
+            }
+            if (result > 0) {
+                submit(block);
+                return;
+            }
+        } else {
+            range.any_direct_success = range.any_direct_success || transfer.sent_direct;
+            count_bytes_written(transfer.real_length);
         }
-        range.any_direct_success = range.any_direct_success || transfer.sent_direct;
-        count_bytes_written(transfer.real_length);
-    } else if (result <= 0) {
+    } else if (result <= 0 && !range.failed) {
         // 0 bytes written with bytes to write: the device took nothing and said nothing.
-        record_error(result == 0 ? EIO : static_cast<int>(-result), range.path,
-                     transfer.offset + transfer.done, nullptr);
+        fail_range(range, result == 0 ? EIO : static_cast<int>(-result),
+                   transfer.offset + transfer.done, nullptr);
     }
+    // A block of a range that failed earlier is dropped as it comes back: that range is never
+    // reported durable (see fail_range).
     transfers_[block].reset();
     free_blocks_.push_back(block);
     --range.blocks_in_flight;
@@ -287,6 +308,10 @@ void DirectWriter::complete(std::size_t block, std::int64_t result) {
 }
 
 void DirectWriter::written(Range& range) {
+    if (range.failed) {
+        release(range);  // not durable, never reported: its file stays under its temp name
+        return;
+    }
     // Even after an error elsewhere: a range whose every byte is written still gets its size
     // and its sync, so that settle() can report it (a rank that fails on one file keeps the
     // files it finished, for --resume). The size is set with the sync, off this thread.
@@ -325,11 +350,24 @@ void DirectWriter::start_sync(Range& range) {
 }
 
 void DirectWriter::synced(Range& range, std::int64_t result) {
+    if (result == -EINTR || result == -EAGAIN) {
+        start_sync(range);  // transient: the size and the sync again
+        return;
+    }
     if (result < 0) {
-        record_error(static_cast<int>(-result), range.path, 0,
-                     range.size_to_set ? "cannot set the size of or sync" : "cannot sync");
+        fail_range(range, static_cast<int>(-result), 0,
+                   range.size_to_set ? "cannot set the size of or sync" : "cannot sync");
     } else {
-        durable_.push_back(range.tag);
+        // Durable only once the descriptor is closed without an error too (a network file
+        // system may report a failed write-back only there).
+        try {
+            range.file.close();
+            durable_.push_back(range.tag);
+        } catch (...) {
+            range.failed = true;
+            if (!error_)
+                error_ = std::current_exception();
+        }
     }
     release(range);
 }
@@ -338,8 +376,7 @@ void DirectWriter::release(Range& range) {
     try {
         range.file.close();
     } catch (...) {
-        if (!error_)
-            error_ = std::current_exception();
+        // A range that failed already, or whose close failed above: its error is recorded.
     }
     if (last_range_ == &range) {
         last_direct_ = range.direct;
@@ -350,6 +387,11 @@ void DirectWriter::release(Range& range) {
                            [&](const std::unique_ptr<Range>& r) { return r.get() == &range; });
     if (it != ranges_.end())
         ranges_.erase(it);
+}
+
+void DirectWriter::fail_range(Range& range, int errnum, std::uint64_t offset, const char* step) {
+    range.failed = true;
+    record_error(errnum, range.path, offset, step);
 }
 
 void DirectWriter::record_error(int errnum, const std::string& path, std::uint64_t offset,

@@ -54,9 +54,13 @@
 // of one file to one kernel worker at a time); a refusal on the first transfer keeps the
 // engine (the thread engine is the default anyway). Nothing else changes for the caller.
 //
-// Errors. A failed or short-and-stuck transfer (EIO, ENOSPC, EDQUOT...) or a failed fdatasync
-// is an Error naming the path and the offset, thrown by the next call; the other requests in
-// flight are still waited for, and only the first error is reported. The destructor without
+// Errors. EINTR and EAGAIN completions are sent again, and a short transfer's rest too (from
+// the aligned unit it ended in, when direct). A failed or short-and-stuck transfer (EIO,
+// ENOSPC, EDQUOT...), a failed ftruncate, fdatasync or close is an Error naming the path and
+// the offset, thrown by the next call; it belongs to its range, which is then never reported
+// durable, whatever else completes: a file one of whose writes failed never gets its final
+// name. The other requests in flight are still waited for, and only the first error is
+// reported. The destructor without
 // drain() (an error elsewhere, a signal) stops submitting, waits for the transfers the kernel
 // already has (their buffers must outlive them) and leaves the files as they are; it never
 // throws. Bytes are counted in io_counters() when their transfer completes.
@@ -165,6 +169,8 @@ class DirectWriter {
         bool closed = false;  // every byte committed, the last block sent
         std::size_t blocks_in_flight = 0;
         bool sync_sent = false;
+        // A transfer, the size, the sync or the close failed: the range is never durable.
+        bool failed = false;
         std::optional<std::uint64_t> size_to_set;  // by the sync, once every block is written
     };
     struct Transfer {
@@ -174,8 +180,10 @@ class DirectWriter {
         std::size_t done = 0;         // written so far
         std::size_t real_length = 0;  // of data
         bool sent_direct = false;
+        std::size_t stalls = 0;  // short direct writes in a row that ended in one unit
     };
     static constexpr std::size_t kNoBlock = SIZE_MAX;
+    static constexpr std::size_t kMaxStalls = 8;
 
     std::size_t current_length() const noexcept;
     void submit_current();
@@ -186,8 +194,9 @@ class DirectWriter {
     void written(Range& range);
     void start_sync(Range& range);
     void synced(Range& range, std::int64_t result);
-    // A failed transfer at `offset`, or with `step` a failed step after the last one ("cannot
-    // sync").
+    // A failed transfer of `range` at `offset`, or with `step` a failed step after the last
+    // one ("cannot sync"): the range is not durable, and the writer's first error is kept.
+    void fail_range(Range& range, int errnum, std::uint64_t offset, const char* step);
     void record_error(int errnum, const std::string& path, std::uint64_t offset, const char* step);
     void throw_if_failed() const;
     void release(Range& range);

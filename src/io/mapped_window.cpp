@@ -8,6 +8,7 @@
 #include <sys/mman.h>
 
 #include "common/errors.hpp"
+#include "io/call_hook.hpp"
 
 namespace z2f::io {
 namespace {
@@ -56,6 +57,8 @@ void with_mapped_range(const File& file, std::uint64_t offset, std::uint64_t len
     install_sigbus_handler();
     std::uint64_t begin = offset / page_size() * page_size();
     auto map_length = static_cast<std::size_t>(offset + length - begin);
+    if (const CallFault fault = call_fault(IoCall::kRead, file.path()); fault.error != 0)
+        throw_io_error("cannot map", file.path(), fault.error);
     void* address = ::mmap(nullptr, map_length, PROT_READ, MAP_PRIVATE | MAP_POPULATE, file.fd(),
                            static_cast<off_t>(begin));
     if (address == MAP_FAILED) {

@@ -20,6 +20,7 @@
 #include <sys/statvfs.h>
 
 #include "common/errors.hpp"
+#include "io/call_hook.hpp"
 
 namespace z2f::io {
 namespace {
@@ -32,10 +33,36 @@ std::atomic<std::uint64_t> g_write_wait_ns{0};
 // Largest single read/write request; Linux caps one transfer at 0x7ffff000 bytes anyway.
 constexpr std::size_t kMaxTransfer = std::size_t{1} << 30;
 
+std::atomic<CallHook*> g_call_hook{nullptr};
+
+// Runs `call` (a system call returning -1 and setting errno on failure) unless the hook fails
+// it: then it returns -1 with the hook's errno, without calling.
+template <typename Call>
+auto hooked(IoCall kind, std::string_view path, Call&& call) -> decltype(call()) {
+    if (const CallFault fault = call_fault(kind, path); fault.error != 0) {
+        errno = fault.error;
+        return -1;
+    }
+    return call();
+}
+
+// A read or write of `length` bytes that the hook may shorten (call_hook.hpp). Returns the
+// length to ask for, or nullopt when the hook fails the call (errno set).
+std::optional<std::size_t> hooked_length(IoCall kind, int fd, std::string_view path,
+                                         std::size_t length) {
+    const CallFault fault = call_fault(kind, path);
+    if (fault.error != 0) {
+        errno = fault.error;
+        return std::nullopt;
+    }
+    return fault.shorten ? shortened_length(fd, length) : length;
+}
+
 int open_checked(const std::string& path, int flags, const char* what) {
     int fd;
     do {
-        fd = ::open(path.c_str(), flags | O_CLOEXEC, 0644);
+        fd = hooked(IoCall::kOpen, path,
+                    [&] { return ::open(path.c_str(), flags | O_CLOEXEC, 0644); });
     } while (fd < 0 && errno == EINTR);
     if (fd < 0) {
         throw_io_error(what, path, errno);
@@ -44,6 +71,51 @@ int open_checked(const std::string& path, int flags, const char* what) {
 }
 
 }  // namespace
+
+const char* io_call_name(IoCall call) noexcept {
+    switch (call) {
+        case IoCall::kOpen:
+            return "open";
+        case IoCall::kRead:
+            return "read";
+        case IoCall::kWrite:
+            return "write";
+        case IoCall::kSync:
+            return "sync";
+        case IoCall::kTruncate:
+            return "truncate";
+        case IoCall::kRename:
+            return "rename";
+        case IoCall::kUnlink:
+            return "unlink";
+        case IoCall::kMkdir:
+            return "mkdir";
+        case IoCall::kClose:
+            return "close";
+        case IoCall::kSyncDirectory:
+            return "directory sync";
+        case IoCall::kListDirectory:
+            return "list directory";
+    }
+    return "?";
+}
+
+void install_call_hook(CallHook* hook) noexcept {
+    g_call_hook.store(hook, std::memory_order_release);
+}
+
+CallFault call_fault(IoCall call, std::string_view path) noexcept {
+    CallHook* hook = g_call_hook.load(std::memory_order_acquire);
+    return hook == nullptr ? CallFault{} : hook->before(call, path);
+}
+
+std::size_t shortened_length(int fd, std::size_t length) noexcept {
+    const int flags = ::fcntl(fd, F_GETFL);
+    // O_DIRECT takes whole units only; 4096 is what every file system that has it accepts.
+    const std::size_t unit = flags >= 0 && (flags & O_DIRECT) != 0 ? 4096 : 1;
+    const std::size_t shorter = length / 2 / unit * unit;
+    return shorter == 0 ? length : shorter;
+}
 
 IoCounters io_counters() noexcept {
     return {g_bytes_read.load(std::memory_order_relaxed),
@@ -126,7 +198,8 @@ std::optional<File> File::try_open_direct(const std::string& path, DirectOpen mo
     int flags = mode == DirectOpen::kRead ? O_RDONLY : O_WRONLY | O_CREAT;
     int fd;
     do {
-        fd = ::open(path.c_str(), flags | O_DIRECT | O_CLOEXEC, 0644);
+        fd = hooked(IoCall::kOpen, path,
+                    [&] { return ::open(path.c_str(), flags | O_DIRECT | O_CLOEXEC, 0644); });
     } while (fd < 0 && errno == EINTR);
     if (fd < 0) {
         if (errno == EINVAL) {
@@ -150,8 +223,9 @@ std::optional<File> File::try_open_direct(const std::string& path, DirectOpen mo
 
 std::int64_t File::read_once(std::uint64_t offset, std::span<std::byte> out) const noexcept {
     while (true) {
-        ssize_t got = ::pread(fd_, out.data(), std::min(out.size(), kMaxTransfer),
-                              static_cast<off_t>(offset));
+        const std::optional<std::size_t> want =
+            hooked_length(IoCall::kRead, fd_, path_, std::min(out.size(), kMaxTransfer));
+        ssize_t got = want ? ::pread(fd_, out.data(), *want, static_cast<off_t>(offset)) : -1;
         if (got >= 0) {
             return got;
         }
@@ -164,8 +238,9 @@ std::int64_t File::read_once(std::uint64_t offset, std::span<std::byte> out) con
 std::int64_t File::write_once(std::uint64_t offset,
                               std::span<const std::byte> data) const noexcept {
     while (true) {
-        ssize_t put = ::pwrite(fd_, data.data(), std::min(data.size(), kMaxTransfer),
-                               static_cast<off_t>(offset));
+        const std::optional<std::size_t> want =
+            hooked_length(IoCall::kWrite, fd_, path_, std::min(data.size(), kMaxTransfer));
+        ssize_t put = want ? ::pwrite(fd_, data.data(), *want, static_cast<off_t>(offset)) : -1;
         if (put >= 0) {
             return put;
         }
@@ -198,7 +273,9 @@ bool File::allocate(std::uint64_t offset, std::uint64_t length) const {
     }
     int rc;
     do {
-        rc = ::fallocate(fd_, 0, static_cast<off_t>(offset), static_cast<off_t>(length));
+        rc = hooked(IoCall::kTruncate, path_, [&] {
+            return ::fallocate(fd_, 0, static_cast<off_t>(offset), static_cast<off_t>(length));
+        });
     } while (rc != 0 && errno == EINTR);
     if (rc == 0) {
         return true;
@@ -247,13 +324,16 @@ double File::cached_fraction(std::uint64_t offset, std::uint64_t length) const n
 std::size_t File::read_at_most(std::uint64_t offset, std::span<std::byte> out) const {
     std::size_t done = 0;
     while (done < out.size()) {
-        std::size_t want = std::min(out.size() - done, kMaxTransfer);
-        ssize_t got = ::pread(fd_, out.data() + done, want, static_cast<off_t>(offset + done));
+        const std::optional<std::size_t> want =
+            hooked_length(IoCall::kRead, fd_, path_, std::min(out.size() - done, kMaxTransfer));
+        ssize_t got =
+            want ? ::pread(fd_, out.data() + done, *want, static_cast<off_t>(offset + done)) : -1;
         if (got < 0) {
             if (errno == EINTR) {
                 continue;
             }
-            throw_io_error("cannot read", path_, errno);
+            throw_io_error("cannot read at offset " + std::to_string(offset + done) + " of", path_,
+                           errno);
         }
         if (got == 0) {
             break;  // end of file
@@ -277,16 +357,20 @@ void File::read_exact(std::uint64_t offset, std::span<std::byte> out) const {
 void File::write_all(std::uint64_t offset, std::span<const std::byte> data) const {
     std::size_t done = 0;
     while (done < data.size()) {
-        std::size_t want = std::min(data.size() - done, kMaxTransfer);
-        ssize_t put = ::pwrite(fd_, data.data() + done, want, static_cast<off_t>(offset + done));
+        const std::optional<std::size_t> want =
+            hooked_length(IoCall::kWrite, fd_, path_, std::min(data.size() - done, kMaxTransfer));
+        ssize_t put =
+            want ? ::pwrite(fd_, data.data() + done, *want, static_cast<off_t>(offset + done)) : -1;
         if (put < 0) {
             if (errno == EINTR) {
                 continue;
             }
-            throw_io_error("cannot write", path_, errno);
+            throw_io_error("cannot write at offset " + std::to_string(offset + done) + " of", path_,
+                           errno);
         }
-        if (put == 0) {
-            throw_io_error("cannot write", path_, EIO);
+        if (put == 0) {  // took nothing and said nothing
+            throw_io_error("cannot write at offset " + std::to_string(offset + done) + " of", path_,
+                           EIO);
         }
         done += static_cast<std::size_t>(put);
     }
@@ -296,7 +380,8 @@ void File::write_all(std::uint64_t offset, std::span<const std::byte> data) cons
 void File::truncate(std::uint64_t size) const {
     int rc;
     do {
-        rc = ::ftruncate(fd_, static_cast<off_t>(size));
+        rc = hooked(IoCall::kTruncate, path_,
+                    [&] { return ::ftruncate(fd_, static_cast<off_t>(size)); });
     } while (rc != 0 && errno == EINTR);
     if (rc != 0) {
         throw_io_error("cannot set the size of", path_, errno);
@@ -306,7 +391,8 @@ void File::truncate(std::uint64_t size) const {
 std::int64_t File::truncate_once(std::uint64_t size) const noexcept {
     int rc;
     do {
-        rc = ::ftruncate(fd_, static_cast<off_t>(size));
+        rc = hooked(IoCall::kTruncate, path_,
+                    [&] { return ::ftruncate(fd_, static_cast<off_t>(size)); });
     } while (rc != 0 && errno == EINTR);
     return rc == 0 ? 0 : -static_cast<std::int64_t>(errno);
 }
@@ -317,7 +403,7 @@ namespace {
 void sync_or_throw(int (*sync_call)(int), int fd, const std::string& path) {
     int rc;
     do {
-        rc = sync_call(fd);
+        rc = hooked(IoCall::kSync, path, [&] { return sync_call(fd); });
     } while (rc != 0 && errno == EINTR);
     if (rc != 0) {
         throw_io_error("cannot fsync", path, errno);
@@ -337,7 +423,7 @@ void File::sync_data() const {
 std::int64_t File::sync_data_once() const noexcept {
     int rc;
     do {
-        rc = ::fdatasync(fd_);
+        rc = hooked(IoCall::kSync, path_, [&] { return ::fdatasync(fd_); });
     } while (rc != 0 && errno == EINTR);
     return rc == 0 ? 0 : -static_cast<std::int64_t>(errno);
 }
@@ -351,13 +437,17 @@ void File::start_writeback(std::uint64_t offset, std::uint64_t length) const {
 void File::wait_writeback(std::uint64_t offset, std::uint64_t length) const {
     int rc;
     do {
-        rc = ::sync_file_range(
-            fd_, static_cast<off_t>(offset), static_cast<off_t>(length),
-            SYNC_FILE_RANGE_WAIT_BEFORE | SYNC_FILE_RANGE_WRITE | SYNC_FILE_RANGE_WAIT_AFTER);
+        rc = hooked(IoCall::kSync, path_, [&] {
+            return ::sync_file_range(
+                fd_, static_cast<off_t>(offset), static_cast<off_t>(length),
+                SYNC_FILE_RANGE_WAIT_BEFORE | SYNC_FILE_RANGE_WRITE | SYNC_FILE_RANGE_WAIT_AFTER);
+        });
     } while (rc != 0 && errno == EINTR);
     // ENOSPC/EIO surface here first; other errors (unsupported) are left to the final fsync.
     if (rc != 0 && (errno == EIO || errno == ENOSPC)) {
-        throw_io_error("cannot write", path_, errno);
+        throw_io_error("cannot write back bytes " + std::to_string(offset) + " to " +
+                           std::to_string(offset + length) + " of",
+                       path_, errno);
     }
 }
 
@@ -381,10 +471,17 @@ std::optional<File> File::try_duplicate() const noexcept {
 
 void File::close() {
     if (fd_ >= 0) {
+        // Linux frees the descriptor whatever close returns, so it is never called twice; an
+        // injected failure comes after the real close for the same reason.
         int rc = ::close(fd_);
         fd_ = -1;
-        if (rc != 0 && errno != EINTR) {
-            throw_io_error("cannot close", path_, errno);
+        int err = errno;
+        if (const CallFault fault = call_fault(IoCall::kClose, path_); fault.error != 0) {
+            rc = -1;
+            err = fault.error;
+        }
+        if (rc != 0 && err != EINTR) {
+            throw_io_error("cannot close", path_, err);
         }
     }
 }
@@ -393,9 +490,12 @@ std::int64_t copy_file_range_once(const File& input, std::uint64_t input_offset,
                                   std::uint64_t output_offset, std::uint64_t length) {
     auto in_off = static_cast<loff_t>(input_offset);
     auto out_off = static_cast<loff_t>(output_offset);
-    std::size_t want = std::min<std::uint64_t>(length, kMaxTransfer);
     while (true) {
-        ssize_t copied = ::copy_file_range(input.fd(), &in_off, output.fd(), &out_off, want, 0);
+        const std::optional<std::size_t> want =
+            hooked_length(IoCall::kWrite, output.fd(), output.path(),
+                          static_cast<std::size_t>(std::min<std::uint64_t>(length, kMaxTransfer)));
+        ssize_t copied =
+            want ? ::copy_file_range(input.fd(), &in_off, output.fd(), &out_off, *want, 0) : -1;
         if (copied >= 0) {
             count_bytes_read(static_cast<std::uint64_t>(copied));
             count_bytes_written(static_cast<std::uint64_t>(copied));
@@ -452,14 +552,26 @@ std::string read_unsized_file(const std::string& path, std::size_t max_bytes) {
 }
 
 void write_file_atomically(const std::string& path, std::string_view content) {
-    std::string temp = path + ".tmp";
-    {
+    const std::string temp = temp_name_of(path);
+    try {
         File file = File::create_truncate(temp);
         file.write_all(0, std::as_bytes(std::span(content.data(), content.size())));
         file.sync();
         file.close();
+        rename_file(temp, path);
+    } catch (...) {
+        // The temp name is ours alone; what failed is reported, not a leftover.
+        try {
+            remove_file(temp);
+        } catch (const Error&) {
+            // Left for the next run's clean-up (a temp name never counts as an output).
+        }
+        throw;
     }
-    rename_file(temp, path);
+}
+
+std::string temp_name_of(const std::string& path) {
+    return path + std::string(kTempSuffix);
 }
 
 bool path_exists(const std::string& path) {
@@ -499,6 +611,12 @@ std::vector<std::string> list_directory(const std::string& path) {
         throw_io_error("cannot list directory", path, errno);
     }
     std::vector<std::string> names;
+    CallFault fault = call_fault(IoCall::kListDirectory, path);
+    while (fault.error == EINTR)  // as a real interrupted call would be: again
+        fault = call_fault(IoCall::kListDirectory, path);
+    if (fault.error != 0) {
+        throw_io_error("cannot list directory", path, fault.error);
+    }
     errno = 0;
     while (const dirent* entry = ::readdir(dir.get())) {
         std::string_view name(entry->d_name);
@@ -520,7 +638,11 @@ void make_directories(const std::string& path) {
     if (slash != std::string::npos && slash > 0) {
         make_directories(path.substr(0, slash));
     }
-    if (::mkdir(path.c_str(), 0755) != 0 && errno != EEXIST) {
+    int rc;
+    do {
+        rc = hooked(IoCall::kMkdir, path, [&] { return ::mkdir(path.c_str(), 0755); });
+    } while (rc != 0 && errno == EINTR);
+    if (rc != 0 && errno != EEXIST) {
         throw_io_error("cannot create directory", path, errno);
     }
     if (!is_directory(path)) {
@@ -529,13 +651,21 @@ void make_directories(const std::string& path) {
 }
 
 void rename_file(const std::string& from, const std::string& to) {
-    if (::rename(from.c_str(), to.c_str()) != 0) {
-        throw_io_error("cannot rename to '" + to + "':", from, errno);
+    int rc;
+    do {
+        rc = hooked(IoCall::kRename, from, [&] { return ::rename(from.c_str(), to.c_str()); });
+    } while (rc != 0 && errno == EINTR);
+    if (rc != 0) {
+        throw_io_error("cannot rename '" + from + "' to", to, errno);
     }
 }
 
 bool remove_file(const std::string& path) {
-    if (::unlink(path.c_str()) == 0) {
+    int rc;
+    do {
+        rc = hooked(IoCall::kUnlink, path, [&] { return ::unlink(path.c_str()); });
+    } while (rc != 0 && errno == EINTR);
+    if (rc == 0) {
         return true;
     }
     if (errno == ENOENT) {
@@ -546,7 +676,10 @@ bool remove_file(const std::string& path) {
 
 void sync_directory(const std::string& path) {
     int fd = open_checked(path, O_RDONLY | O_DIRECTORY, "cannot open directory");
-    int rc = ::fsync(fd);
+    int rc;
+    do {
+        rc = hooked(IoCall::kSyncDirectory, path, [&] { return ::fsync(fd); });
+    } while (rc != 0 && errno == EINTR);
     int err = errno;
     ::close(fd);
     // Some file systems (and some FUSE mounts) refuse fsync on directories; that is not fatal.

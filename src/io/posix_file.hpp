@@ -138,8 +138,19 @@ std::string read_small_file(const std::string& path, std::size_t max_bytes);
 // Reads until end of file, at most max_bytes, without trusting the size the file system
 // reports: the files of /proc say 0.
 std::string read_unsized_file(const std::string& path, std::size_t max_bytes);
-// Writes a small file through a temporary name, fsync, and rename: never half-written.
+// Writes a small file through a temporary name (temp_name_of), fsync, and rename: never
+// half-written; on failure the temporary file is removed (best effort) and the error thrown.
 void write_file_atomically(const std::string& path, std::string_view content);
+
+// Where a file is written until it is complete: `path` + kTempSuffix. Every file this program
+// writes goes through such a name, so that a name without the suffix is always a finished file,
+// and a later run recognises the suffixed ones as its own leftovers.
+inline constexpr std::string_view kTempSuffix = ".tmp";
+std::string temp_name_of(const std::string& path);
+
+// For the call hook's short transfers (call_hook.hpp): about half of `length`, in whole 4 KiB
+// units on an O_DIRECT descriptor; `length` itself when that would be nothing.
+std::size_t shortened_length(int fd, std::size_t length) noexcept;
 
 bool path_exists(const std::string& path);
 bool is_directory(const std::string& path);

@@ -9,6 +9,7 @@ namespace {
 
 volatile std::sig_atomic_t g_signal = 0;
 volatile std::sig_atomic_t g_sender = 0;  // a pid: sig_atomic_t is int on Linux
+volatile std::sig_atomic_t g_from_kernel = 0;
 
 // The first signal is the one that counts: a later one (a launcher's follow-up SIGTERM) must
 // not hide the one that stopped the run. The sender is written before the number, which readers
@@ -17,6 +18,7 @@ extern "C" void on_termination(int signal, siginfo_t* info, void* /*context*/) {
     if (g_signal != 0)
         return;
     g_sender = info != nullptr ? static_cast<std::sig_atomic_t>(info->si_pid) : 0;
+    g_from_kernel = info != nullptr && info->si_code == SI_KERNEL ? 1 : 0;
     g_signal = signal;
 }
 
@@ -45,6 +47,14 @@ int termination_signal() noexcept {
 bool termination_from_parent() noexcept {
     return g_signal != 0 && g_sender != 0 &&
            g_sender == static_cast<std::sig_atomic_t>(::getppid());
+}
+
+int termination_sender() noexcept {
+    return g_signal != 0 ? static_cast<int>(g_sender) : 0;
+}
+
+bool termination_from_terminal() noexcept {
+    return g_signal != 0 && g_from_kernel != 0;
 }
 
 const char* signal_name(int signal) noexcept {

@@ -19,6 +19,11 @@ int termination_signal() noexcept;
 // is itself interrupted (mpirun turns a SIGINT it gets into SIGTERM to the ranks, whose own
 // process groups a terminal's Ctrl-C does not reach).
 bool termination_from_parent() noexcept;
+// Where that signal came from, as the kernel says (siginfo): the sending process's pid, or 0
+// when the kernel itself sent it (a terminal's Ctrl-C, whose SIGINT goes to the foreground
+// process group).
+int termination_sender() noexcept;
+bool termination_from_terminal() noexcept;
 const char* signal_name(int signal) noexcept;
 
 }  // namespace z2f::io

@@ -11,6 +11,7 @@
 
 #include "common/errors.hpp"
 #include "io/async_io_engines.hpp"
+#include "io/call_hook.hpp"
 #include "io/posix_file.hpp"
 
 namespace z2f::io {
@@ -85,25 +86,37 @@ void UringAsyncIo::submit(const IoRequest& request) {
     if (sqe == nullptr) {
         throw_internal_error("io_uring: no free submission entry");
     }
-    const auto length = static_cast<unsigned>(request.length);
-    switch (request.direction) {
-        case IoDirection::kWrite:
-            io_uring_prep_write(sqe, request.file->fd(), request.buffer, length, request.offset);
-            break;
-        case IoDirection::kRead:
-            io_uring_prep_read(sqe, request.file->fd(), request.buffer, length, request.offset);
-            break;
-        case IoDirection::kSyncData:
-            io_uring_prep_fsync(sqe, request.file->fd(), IORING_FSYNC_DATASYNC);
-            break;
-        case IoDirection::kSizeAndSync:
-            if (const std::int64_t sized = request.file->truncate_once(request.offset); sized < 0) {
-                failed_sizes_.emplace_back(request.tag, sized);
-                io_uring_prep_nop(sqe);  // the failure is reported as its completion
-            } else {
+    auto length = static_cast<unsigned>(request.length);
+    // The call hook (call_hook.hpp) sees each request as the thread engine's call would be.
+    const IoCall call = request.direction == IoDirection::kWrite  ? IoCall::kWrite
+                        : request.direction == IoDirection::kRead ? IoCall::kRead
+                                                                  : IoCall::kSync;
+    std::int64_t failed = 0;
+    if (request.direction == IoDirection::kSizeAndSync)
+        failed = request.file->truncate_once(request.offset);
+    if (failed == 0) {
+        if (const CallFault fault = call_fault(call, request.file->path()); fault.error != 0)
+            failed = -fault.error;
+        else if (fault.shorten)
+            length = static_cast<unsigned>(shortened_length(request.file->fd(), length));
+    }
+    if (failed < 0) {
+        failed_sizes_.emplace_back(request.tag, failed);
+        io_uring_prep_nop(sqe);  // the failure is reported as its completion
+    } else {
+        switch (request.direction) {
+            case IoDirection::kWrite:
+                io_uring_prep_write(sqe, request.file->fd(), request.buffer, length,
+                                    request.offset);
+                break;
+            case IoDirection::kRead:
+                io_uring_prep_read(sqe, request.file->fd(), request.buffer, length, request.offset);
+                break;
+            case IoDirection::kSyncData:
+            case IoDirection::kSizeAndSync:
                 io_uring_prep_fsync(sqe, request.file->fd(), IORING_FSYNC_DATASYNC);
-            }
-            break;
+                break;
+        }
     }
     io_uring_sqe_set_data64(sqe, request.tag);
     int rc;

@@ -1,12 +1,16 @@
 // An AsyncIo that passes requests to a real engine, except those a rule picks (by the order in
-// which they were submitted, from 0): they fail with an errno, complete with 0 bytes, or are
-// sent shortened (a genuine short transfer). How the tests make EIO, ENOSPC, EINVAL (a file
-// system refusing O_DIRECT), short and stuck transfers happen on demand.
+// which they were submitted, from 0): they fail with an errno, complete with 0 bytes, are sent
+// shortened (a genuine short transfer), or are made whole but reported as `short_length` bytes
+// (a short transfer that ends where O_DIRECT cannot start the rest). How the tests make EIO,
+// ENOSPC, EINVAL (a file system refusing O_DIRECT), short and stuck transfers happen on demand.
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
+#include <cstdint>
 #include <deque>
 #include <memory>
+#include <utility>
 #include <vector>
 
 #include "io/async_io.hpp"
@@ -15,7 +19,7 @@ namespace z2f::testing {
 
 class FaultyAsyncIo final : public io::AsyncIo {
   public:
-    enum class Fault { kFail, kZero, kShort };
+    enum class Fault { kFail, kZero, kShort, kReportShort };
     struct Rule {
         std::size_t request = 0;
         Fault fault = Fault::kFail;
@@ -55,6 +59,10 @@ class FaultyAsyncIo final : public io::AsyncIo {
                     inner_->submit(shorter);
                     return;
                 }
+                case Fault::kReportShort:
+                    reported_short_.push_back({request.tag, rule.short_length});
+                    inner_->submit(request);
+                    return;
             }
         }
         inner_->submit(request);
@@ -66,7 +74,16 @@ class FaultyAsyncIo final : public io::AsyncIo {
             synthetic_.pop_front();
             return completion;
         }
-        return inner_->wait_one();
+        io::IoCompletion completion = inner_->wait_one();
+        for (auto at = reported_short_.begin(); at != reported_short_.end(); ++at) {
+            if (at->first == completion.tag && completion.result > 0) {
+                completion.result = std::min<std::int64_t>(completion.result,
+                                                           static_cast<std::int64_t>(at->second));
+                reported_short_.erase(at);
+                break;
+            }
+        }
+        return completion;
     }
 
     std::size_t in_flight() const noexcept override {
@@ -80,6 +97,7 @@ class FaultyAsyncIo final : public io::AsyncIo {
     std::unique_ptr<io::AsyncIo> inner_;
     std::vector<Rule> rules_;
     std::deque<io::IoCompletion> synthetic_;
+    std::vector<std::pair<std::uint64_t, std::size_t>> reported_short_;  // tag, bytes reported
     std::size_t submitted_ = 0;
 };
 

@@ -421,6 +421,54 @@ TEST(DirectWriter, AFailedSyncIsAnErrorAndTheRangeIsNotDurable) {
     }
 }
 
+// The failure that published a file of zeros: one block of a small range fails while the
+// range's other blocks and later ranges complete. The failed range must never be reported
+// durable (its file keeps its temp name); the ranges after the error may still be.
+TEST(DirectWriter, ARangeWithAFailedBlockIsNeverDurable) {
+    for (IoEngine engine : {IoEngine::kIoUring, IoEngine::kThreads}) {
+        SCOPED_TRACE(io_engine_name(engine));
+        testing::TempDir dir;
+        const auto data = random_bytes(kBlock + 4096, 53);
+        // Requests: range 0 is blocks 0 and 1 (request 1 fails), then its sync is never sent.
+        std::vector<FaultyAsyncIo::Rule> rules = {{1, FaultyAsyncIo::Fault::kFail, EIO, 0}};
+        DirectWriter writer(small_blocks(engine),
+                            std::make_unique<FaultyAsyncIo>(make_async_io(engine, 7), rules));
+        writer.open(dir.file("failed"), 0, data.size(), data.size(), 0);
+        writer.append(data);
+        std::vector<std::uint64_t> durable;
+        try {
+            writer.close_range();
+            writer.drain();
+            ADD_FAILURE() << "no error";
+        } catch (const Error& error) {
+            EXPECT_NE(std::string(error.what()).find(dir.file("failed")), std::string::npos);
+        }
+        durable = writer.settle();
+        EXPECT_TRUE(std::find(durable.begin(), durable.end(), 0u) == durable.end())
+            << "a range with a failed write was reported on disk";
+    }
+}
+
+// O_DIRECT takes aligned offsets only: a short write that ends mid-unit is completed from the
+// unit it ended in, and the file holds exactly the data.
+TEST(DirectWriter, AShortWriteEndingMidUnitIsCompletedFromThatUnit) {
+    for (IoEngine engine : {IoEngine::kIoUring, IoEngine::kThreads}) {
+        SCOPED_TRACE(io_engine_name(engine));
+        testing::TempDir dir;
+        const auto data = random_bytes(3 * kBlock + 777, 59);
+        // Block 0 reported written up to byte 100 (the rest goes again from 0), block 2 up to
+        // byte 5000 (again from 4096), block 1 a real short transfer of 8192 bytes.
+        std::vector<FaultyAsyncIo::Rule> rules = {{0, FaultyAsyncIo::Fault::kReportShort, 0, 100},
+                                                  {1, FaultyAsyncIo::Fault::kShort, 0, 8192},
+                                                  {2, FaultyAsyncIo::Fault::kReportShort, 0, 5000}};
+        DirectWriter writer(dir.file("out"), 0, data.size(), small_blocks(engine),
+                            std::make_unique<FaultyAsyncIo>(make_async_io(engine, 3), rules));
+        append_in_pieces(writer, data);
+        writer.finish();
+        EXPECT_EQ(testing::read_file_bytes(dir.file("out")), data);
+    }
+}
+
 TEST(DirectWriter, DevFullReportsNoSpace) {
     // A real ENOSPC from the kernel (O_DIRECT or not, /dev/full refuses every write).
     DirectWriter writer("/dev/full", 0, 3 * kBlock, small_blocks(IoEngine::kIoUring));
