@@ -67,6 +67,11 @@ struct ConversionResult {
     std::vector<std::string> warnings;
     // The options the run used: the caller's, or with --verify those of OUT_DIR's run record.
     Options options;
+    // Rank 0, for runs that wrote: whether the index (or latest_universal; true when the plan
+    // has none) and the run record marked complete are on disk. With every file complete, a
+    // failure in the last phase leaves one of them false.
+    bool index_written = false;
+    bool record_complete = false;
     std::vector<ExistingFile> existing;  // output-like files found in OUT_DIR (rank 0)
     std::string refusal;  // --dry-run: why the real run would refuse to start (rank 0)
 };

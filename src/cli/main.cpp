@@ -61,7 +61,7 @@ ExitCode run(const ConvertRequest& request, bool root) {
         if (!root)
             return code;
         if (request.verbosity >= -1)
-            print_failure(stderr, error, true);
+            print_failure(stderr, error, request.verbosity);
         return with_summary(request.summary_json,
                             summary_json(request, error.partial_result(), &error, code), code);
     }

@@ -1,10 +1,12 @@
 #include "cli/run_printer.hpp"
 
 #include <algorithm>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "common/byte_size.hpp"
+#include "common/name_list.hpp"
 
 namespace z2f::cli {
 
@@ -128,7 +130,7 @@ void print_done(std::FILE* out, const ConversionResult& result) {
                  format_byte_size(result.peak_rss_bytes).c_str());
 }
 
-void print_failure(std::FILE* out, const ConversionError& error, bool list_files) {
+void print_failure(std::FILE* out, const ConversionError& error, int verbosity) {
     std::string messages = error.what();
     std::size_t begin = 0;
     while (begin <= messages.size()) {
@@ -144,18 +146,39 @@ void print_failure(std::FILE* out, const ConversionError& error, bool list_files
         begin = end + 1;
     }
     const ConversionResult& partial = error.partial_result();
-    if (!list_files || !partial.executed)
+    if (!partial.executed)
         return;
+    // What is on disk now, as a person deciding what to do next needs it.
     std::vector<std::string> complete;
     for (const FileReport& file : partial.files) {
         if (file.complete)
             complete.push_back(file.name);
     }
-    std::fprintf(out, "zero2fp32-mpi: no index written; %zu of %zu output file(s) are complete%s\n",
-                 complete.size(), partial.files.size(),
-                 complete.empty() ? "" : " (rerun with --resume to finish):");
-    for (const std::string& name : complete)
-        std::fprintf(out, "  %s\n", name.c_str());
+    const std::optional<std::string>& index = partial.plan.index;
+    const std::size_t total = partial.files.size();
+    if (complete.size() == total && total > 0) {
+        if (index && !partial.index_written) {
+            std::fprintf(out,
+                         "zero2fp32-mpi: all %zu output file(s) are complete, but %s was not "
+                         "written: rerun with --resume to write it (no file is written again)\n",
+                         total, index->c_str());
+        } else if (!partial.record_complete) {
+            std::fprintf(out,
+                         "zero2fp32-mpi: the output is complete on disk (%zu file(s)%s%s), but "
+                         "its run record could not be marked complete: rerun with --resume to "
+                         "finish (no file is written again)\n",
+                         total, index ? " and " : "", index ? index->c_str() : "");
+        }
+        return;
+    }
+    const std::string missing_index = !index ? std::string()
+                                      : partial.plan.format == OutputFormat::kUniversal
+                                          ? *index + " not updated; "
+                                          : "no index written; ";
+    std::fprintf(out, "zero2fp32-mpi: %s%zu of %zu output file(s) are complete%s%s\n",
+                 missing_index.c_str(), complete.size(), total,
+                 complete.empty() ? "" : " (rerun with --resume to finish): ",
+                 listed_names(complete, verbosity > 0 ? 0 : kNamesShown).c_str());
 }
 
 }  // namespace z2f::cli

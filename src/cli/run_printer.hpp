@@ -10,6 +10,7 @@ namespace z2f::cli {
 
 void print_dry_run(std::FILE* out, const ConversionResult& result);
 void print_done(std::FILE* out, const ConversionResult& result);
-void print_failure(std::FILE* out, const ConversionError& error, bool list_files);
+// The errors, then what is complete on disk (the first few names; all with verbosity > 0).
+void print_failure(std::FILE* out, const ConversionError& error, int verbosity);
 
 }  // namespace z2f::cli

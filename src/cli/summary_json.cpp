@@ -71,6 +71,10 @@ std::string summary_json(const ConvertRequest& request, const ConversionResult& 
     json["files"] = files;
     json["index"] = result.plan.index ? nlohmann::ordered_json(*result.plan.index)
                                       : nlohmann::ordered_json(nullptr);
+    // For runs that wrote: what the last phase left on disk (every file may be complete while
+    // the index or the record's "complete" is not).
+    json["index_written"] = result.executed && result.index_written;
+    json["record_complete"] = result.executed && result.record_complete;
     double seconds = result.wall_seconds;
     json["output_bytes"] = result.output_bytes;
     json["bytes_read"] = result.bytes_read;

@@ -30,6 +30,13 @@ std::string format_byte_size(std::uint64_t bytes) {
     return text;
 }
 
+std::string with_commas(std::uint64_t value) {
+    std::string digits = std::to_string(value);
+    for (auto at = static_cast<std::ptrdiff_t>(digits.size()) - 3; at > 0; at -= 3)
+        digits.insert(static_cast<std::size_t>(at), ",");
+    return digits;
+}
+
 std::string format_duration(double seconds) {
     char text[32];
     if (seconds < 60) {

@@ -26,6 +26,9 @@ namespace z2f {
 
 std::string format_byte_size(std::uint64_t bytes);
 
+// "1,234,567": a count with thousands separators, for exact sizes and counts in messages.
+std::string with_commas(std::uint64_t value);
+
 // "2.5s" below a minute, else "h:mm:ss".
 std::string format_duration(double seconds);
 

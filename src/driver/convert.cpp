@@ -1,6 +1,7 @@
 // z2f::convert, phase by phase (docs/architecture.md, "Phases"):
 //
-//   record     (--verify) rank 0 reads OUT_DIR's run record: the options to verify with
+//   record     (--verify, --resume) rank 0 reads OUT_DIR's run record: the options it was
+//              written with, which these runs keep
 //   discover   rank 0 finds the checkpoint's files and which reader they take; broadcast
 //   paths      rank 0 refuses output paths that are usage errors (output_path.hpp)
 //   metadata   rank r interprets inputs r, r+P, ...; all-gathered; assembled on every rank
@@ -24,6 +25,7 @@
 #include "driver/output_path.hpp"
 #include "driver/output_phase.hpp"
 #include "driver/phase_runner.hpp"
+#include "driver/record_phase.hpp"
 #include "driver/replica_check.hpp"
 #include "driver/run_report.hpp"
 #include "driver/verify_phase.hpp"
@@ -81,11 +83,10 @@ class Conversion {
     bool run_phases() {
         facts_.options = &options_;
         driver::RecordedRun recorded;
-        if (options_.verify) {
-            facts_.verify_only = true;
-            if (!driver::read_run_record(phases_, checkpoint_, output_dir_, options_, recorded))
-                return false;
-        }
+        facts_.verify_only = options_.verify;
+        if ((options_.verify || options_.resume) &&
+            !driver::adopt_run_record(phases_, checkpoint_, output_dir_, options_, recorded))
+            return false;
         checkpoint::DiscoveredCheckpoint files;
         if (!phases_.run("discover",
                          [&] { files = driver::discover(phases_.comm(), checkpoint_, options_); }))
@@ -139,8 +140,16 @@ class Conversion {
         facts_.completed = executed.completed;
         if (!executed.ok)
             return false;
-        return phases_.run("index",
-                           [&] { driver::write_index(phases_, *plan_, output_dir_, options_); });
+        // Every planned file is on disk under its final name from here on.
+        facts_.completed.clear();
+        for (std::uint32_t f = 0; f < plan_->files.size(); ++f)
+            facts_.completed.push_back(f);
+        driver::IndexOutcome indexed;
+        const bool ok = phases_.run(
+            "index", [&] { driver::write_index(phases_, *plan_, output_dir_, options_, indexed); });
+        facts_.index_written = indexed.index_written;
+        facts_.record_complete = indexed.record_complete;
+        return ok;
     }
 
     void say_discovered(const checkpoint::DiscoveredCheckpoint& found) const {

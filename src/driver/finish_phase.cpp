@@ -27,7 +27,7 @@ bool write_unless_same(const std::string& path, const std::string& content) {
 }  // namespace
 
 void write_index(const PhaseRunner& phases, const run::RunPlan& plan, const std::string& output_dir,
-                 const Options& options) {
+                 const Options& options, IndexOutcome& outcome) {
     if (!phases.is_root())
         return;
     for (const run::OutputFileRecord& file : plan.files) {
@@ -50,6 +50,7 @@ void write_index(const PhaseRunner& phases, const run::RunPlan& plan, const std:
     if (plan.index_name) {
         changed |= write_unless_same(output_dir + "/" + *plan.index_name, plan.index_json);
     }
+    outcome.index_written = true;
     // Universal output is a training checkpoint, not a model folder for from_pretrained.
     if (options.copy_hf_files && plan.format != OutputFormat::kUniversal) {
         const std::string& source = plan.checkpoint.checkpoint_dir;
@@ -78,6 +79,7 @@ void write_index(const PhaseRunner& phases, const run::RunPlan& plan, const std:
     }
     if (changed)
         io::sync_directory(output_dir);
+    outcome.record_complete = true;
 }
 
 }  // namespace z2f::driver

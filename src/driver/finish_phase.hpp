@@ -12,7 +12,13 @@
 
 namespace z2f::driver {
 
+// How far the phase got on rank 0, for a truthful last word when it fails half-way.
+struct IndexOutcome {
+    bool index_written = false;    // the index (or latest_universal), if the plan has one
+    bool record_complete = false;  // the run record says "complete"
+};
+
 void write_index(const PhaseRunner& phases, const run::RunPlan& plan, const std::string& output_dir,
-                 const Options& options);
+                 const Options& options, IndexOutcome& outcome);
 
 }  // namespace z2f::driver

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <set>
 
+#include "checkpoint/discovery.hpp"
 #include "common/byte_size.hpp"
 #include "common/crc32.hpp"
 #include "common/errors.hpp"
@@ -51,7 +52,7 @@ bool header_matches(const std::string& path, const run::OutputFileRecord& planne
 }  // namespace
 
 std::string temp_path(const std::string& output_dir, const std::string& name) {
-    return output_dir + "/" + name + ".tmp";
+    return io::temp_name_of(output_dir + "/" + name);
 }
 
 bool is_output_like_name(OutputFormat format, const std::string& name) {
@@ -90,6 +91,8 @@ RunManifest manifest_of(const run::RunPlan& plan, const Options& options, bool c
     manifest.complete = complete;
     manifest.tag_dir = plan.checkpoint.tag_dir;
     manifest.tag = plan.checkpoint.tag;
+    for (const InputFile& input : plan.tensors.inputs)
+        manifest.inputs.push_back({input.path, input.size});
     manifest.shape = options;
     manifest.run_identity = plan.identity;
     manifest.index_name = plan.index_name;
@@ -105,9 +108,9 @@ OutputDirDecision inspect_output_dir(const run::RunPlan& plan, const std::string
     OutputDirDecision decision;
     // What the run would stop with; under report_only the first reason is kept and the
     // inspection goes on, so that --dry-run can show every file's fate.
-    auto refuse = [&](const std::string& why) {
+    auto refuse = [&](const std::string& why, ErrorKind kind = ErrorKind::kOutput) {
         if (!policy.report_only)
-            throw_output_error(why);
+            throw Error(kind, why);
         if (decision.refusal.empty())
             decision.refusal = why;
     };
@@ -151,6 +154,13 @@ OutputDirDecision inspect_output_dir(const run::RunPlan& plan, const std::string
         const std::string manifest_file = manifest_path(plan, dir);
         if (policy.resume && io::path_exists(manifest_file)) {
             manifest = decode_manifest(io::read_small_file(manifest_file, 64u << 20));
+            if (!manifest) {
+                refuse("'" + manifest_file +
+                           "' is not a run record this version of zero2fp32-mpi can read, so "
+                           "--resume cannot tell whose outputs '" +
+                           dir + "' holds; use --overwrite to start over",
+                       ErrorKind::kUsage);
+            }
         }
         if (plan.index_name && io::is_regular_file(dir + "/" + *plan.index_name)) {
             decision.index_current =
@@ -170,22 +180,44 @@ OutputDirDecision inspect_output_dir(const run::RunPlan& plan, const std::string
                "; use --overwrite to replace them or --resume to complete an interrupted run");
     }
 
+    // --resume continues the run its record describes, and nothing else: another run's output
+    // (another checkpoint, other inputs or options), or outputs without a record of this tool,
+    // are never replaced by it (--overwrite is the way to replace them).
     std::set<std::string> kept;
-    if (policy.resume && !present.empty()) {
-        if (!manifest) {
-            decision.resume_note = "no run record in '" + dir + "': no existing file is trusted";
+    bool same_run = false;
+    if (policy.resume && manifest) {
+        const std::vector<std::string> differences =
+            run_differences(*manifest, manifest_of(plan, policy.shape, false));
+        if (!differences.empty()) {
+            std::string listed;
+            for (const std::string& difference : differences)
+                listed += "\n  " + difference;
+            refuse("'" + dir +
+                       "' holds the output of another run, which --resume does not replace "
+                       "(use --overwrite to replace it, or another OUT_DIR); its run record "
+                       "differs from this run:" +
+                       listed,
+                   ErrorKind::kUsage);
         } else if (manifest->version != kVersion) {
             decision.resume_note = "the run record in '" + dir + "' is of zero2fp32-mpi " +
-                                   manifest->version + ": no existing file is trusted";
+                                   manifest->version + ": every file is written again";
         } else if (manifest->run_identity != plan.identity) {
-            decision.resume_note = "the run record in '" + dir +
-                                   "' describes another run (another checkpoint, input sizes or "
-                                   "output options): no existing file is trusted";
+            refuse("'" + dir +
+                       "' holds the output of another run, which --resume does not "
+                       "replace (use --overwrite to replace it, or another OUT_DIR): its run "
+                       "record describes other inputs",
+                   ErrorKind::kUsage);
+        } else {
+            same_run = true;
         }
+    } else if (policy.resume && !present.empty()) {
+        refuse("'" + dir + "' holds " + list(present) + " but no run record (" + kManifestName +
+                   "): these are not the outputs of a run of zero2fp32-mpi that --resume could "
+                   "continue; use --overwrite to replace them, or another OUT_DIR",
+               ErrorKind::kUsage);
     }
     // Only a record of this version describes the run the way this version's plan does.
-    if (policy.resume && manifest && manifest->version == kVersion &&
-        manifest->run_identity == plan.identity) {
+    if (same_run) {
         for (std::uint32_t f = 0; f < plan.files.size(); ++f) {
             const run::OutputFileRecord& file = plan.files[f];
             auto entry = std::find_if(manifest->files.begin(), manifest->files.end(),
@@ -232,11 +264,41 @@ OutputDirDecision inspect_output_dir(const run::RunPlan& plan, const std::string
     return decision;
 }
 
+std::vector<std::string> run_temp_names(const run::RunPlan& plan) {
+    std::vector<std::string> names;
+    for (const run::OutputFileRecord& file : plan.files)
+        names.push_back(file.name() + std::string(io::kTempSuffix));
+    if (plan.index_name)
+        names.push_back(*plan.index_name + std::string(io::kTempSuffix));
+    const std::string record =
+        plan.output_folder.empty() ? kManifestName : plan.output_folder + "/" + kManifestName;
+    names.push_back(record + std::string(io::kTempSuffix));
+    if (plan.format != OutputFormat::kUniversal &&
+        io::is_directory(plan.checkpoint.checkpoint_dir)) {
+        for (const std::string& side :
+             checkpoint::find_hf_side_files(plan.checkpoint.checkpoint_dir))
+            names.push_back(side + std::string(io::kTempSuffix));
+    }
+    return names;
+}
+
+void remove_leftover_temp_files(const run::RunPlan& plan, const std::string& dir) {
+    if (!io::is_directory(dir))
+        return;
+    for (const std::string& name : run_temp_names(plan)) {
+        if (io::path_exists(dir + "/" + name))
+            io::remove_file(dir + "/" + name);
+    }
+}
+
 void prepare_output_dir(const run::RunPlan& plan, const std::string& dir, const Options& options,
                         const OutputDirDecision& decision) {
-    // --resume of a finished output: every file is kept, nothing is touched.
-    if (plan.bytes_to_write() == 0 && decision.replaced.empty() && decision.stale.empty())
+    // --resume of a finished output: every file is kept, nothing but a failed run's temp files
+    // is touched.
+    if (plan.bytes_to_write() == 0 && decision.replaced.empty() && decision.stale.empty()) {
+        remove_leftover_temp_files(plan, dir);
         return;
+    }
     io::make_directories(dir);
     for (const std::string& name : decision.replaced) {
         io::remove_file(dir + "/" + name);
@@ -247,9 +309,7 @@ void prepare_output_dir(const run::RunPlan& plan, const std::string& dir, const 
     // After the removals: a stale file may stand where a folder of this run goes.
     for (const std::string& folder : output_subfolders(plan))
         io::make_directories(dir + "/" + folder);
-    for (const run::OutputFileRecord& file : plan.files) {
-        io::remove_file(temp_path(dir, file.name()));  // left by a killed run
-    }
+    remove_leftover_temp_files(plan, dir);
     io::write_file_atomically(manifest_path(plan, dir),
                               encode_manifest(manifest_of(plan, options, false)));
     if (!plan.output_folder.empty())

@@ -7,14 +7,19 @@
 //   - other files this format's naming could produce (e.g. the shards of an earlier run with
 //     another shard count), or any other file in the run's output folder (universal output,
 //     output_folder.hpp): stale outputs that would be mixed in; an error unless --overwrite;
-//   - --resume: files vouched for by the run manifest (same run, same name, size and header)
-//     are kept as they are; every other existing output file is rewritten;
+//   - --resume: the run record must describe this run (same checkpoint, inputs and options;
+//     the options came from the record itself, record_phase.hpp): a record of another run, an
+//     unreadable one, or output files without any record are refused as usage errors naming
+//     what differs, since --resume never replaces another run's output (--overwrite does).
+//     Files the record vouches for (same name, size and header) are kept as they are; every
+//     other planned file is written again;
 //   - free space (statvfs) for what remains to be written, unless --no-space-check.
 // With `report_only` (--dry-run) it refuses nothing: the refusal the run would stop with is
 // returned instead, with what the run would do with each existing file.
 // `prepare_output_dir` then creates OUT_DIR and the folders of the planned files, removes what
-// --overwrite replaces and leftover temp files, and writes the run manifest; when every file is
-// already complete (--resume of a finished output) it writes nothing at all.
+// --overwrite replaces and the converter's own leftover temp files, and writes the run
+// manifest; when every file is already complete (--resume of a finished output) it writes
+// nothing at all.
 #pragma once
 
 #include <cstdint>
@@ -33,6 +38,7 @@ struct OutputDirPolicy {
     bool resume = false;
     bool space_check = true;
     bool report_only = false;  // --dry-run: refuse nothing, say what would happen
+    Options shape{};           // the run's options: a record's must have the same shaping ones
 };
 
 struct OutputDirDecision {
@@ -57,6 +63,13 @@ RunManifest manifest_of(const run::RunPlan& plan, const Options& options, bool c
 
 // The temporary name a file is written under until it is complete.
 std::string temp_path(const std::string& output_dir, const std::string& name);
+
+// The temporary names (relative to OUT_DIR) of every file this run writes: its planned files,
+// the index, the run record and the copied side files. Leftovers of a failed or killed run
+// under these names are the converter's own, removed before a run writes (prepare_output_dir)
+// and never taken for another run's outputs.
+std::vector<std::string> run_temp_names(const run::RunPlan& plan);
+void remove_leftover_temp_files(const run::RunPlan& plan, const std::string& output_dir);
 
 // Whether `name` is one this format's writer could produce (any shard count, or the index).
 bool is_output_like_name(OutputFormat format, const std::string& name);

@@ -87,10 +87,10 @@ std::vector<std::string> unplanned_files_in_output_folder(const run::RunPlan& pl
         }
     }
     std::set<std::string> expected;
-    for (const run::OutputFileRecord& file : plan.files) {
+    for (const run::OutputFileRecord& file : plan.files)
         expected.insert(file.name());
-        expected.insert(file.name() + ".tmp");
-    }
+    for (const std::string& temp : run_temp_names(plan))
+        expected.insert(temp);  // the converter's own leftovers, removed before writing
     expected.insert(plan.output_folder + "/" + kManifestName);
     std::vector<std::string> files;
     collect_files(output_dir, plan.output_folder, files);

@@ -31,10 +31,11 @@ std::string recorded_manifest_path(const std::string& output_dir);
 // for outputs that lie in OUT_DIR itself.
 std::vector<std::string> output_subfolders(const run::RunPlan& plan);
 
-// Files under OUT_DIR/<output folder> (recursively, relative to OUT_DIR) that are neither planned
-// files, their temp names, nor the manifest; sorted. Empty without an output folder or when it
-// does not exist. Throws an output error when the folder holds *_optim_states.pt files: it is
-// then a tag folder of an ordinary checkpoint, which no --overwrite may mix or remove.
+// Files under OUT_DIR/<output folder> (recursively, relative to OUT_DIR) that are neither
+// planned files, the run's temp names (run_temp_names), nor the manifest; sorted. Empty without
+// an output folder or when it does not exist. Throws an output error when the folder holds
+// *_optim_states.pt files: it is then a tag folder of an ordinary checkpoint, which no --overwrite
+// may mix or remove.
 std::vector<std::string> unplanned_files_in_output_folder(const run::RunPlan& plan,
                                                           const std::string& output_dir);
 

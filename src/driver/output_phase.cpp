@@ -1,5 +1,7 @@
 #include "driver/output_phase.hpp"
 
+#include "common/byte_size.hpp"
+#include "common/name_list.hpp"
 #include "common/wire_codec.hpp"
 
 namespace z2f::driver {
@@ -21,17 +23,26 @@ bool inspect_output(PhaseRunner& phases, run::RunPlan& plan, const std::string& 
         preparation.decision =
             inspect_output_dir(plan, output_dir,
                                OutputDirPolicy{options.overwrite, options.resume,
-                                               options.space_check, options.dry_run});
+                                               options.space_check, options.dry_run, options});
         const OutputDirDecision& decision = preparation.decision;
         if (!decision.resume_note.empty())
             phases.say(MessageLevel::kWarning, "resume: " + decision.resume_note);
-        for (std::uint32_t f : decision.complete)
-            phases.say(MessageLevel::kInfo,
-                       "resume: " + plan.files[f].name() + " is complete, skipped");
         if (options.resume && decision.complete.size() == plan.files.size() &&
             (!plan.index_name || decision.index_current)) {
             phases.say(MessageLevel::kInfo,
                        "resume: every output file is complete and of this run: nothing to do");
+        } else if (!decision.complete.empty()) {
+            // One line however many files are kept (a universal checkpoint has thousands);
+            // -v lists every one of them.
+            std::vector<std::string> kept;
+            for (std::uint32_t f : decision.complete)
+                kept.push_back(plan.files[f].name());
+            phases.say(MessageLevel::kInfo,
+                       "resume: " + with_commas(kept.size()) + " of " +
+                           with_commas(plan.files.size()) +
+                           " output file(s) are complete and kept: " + listed_names(kept));
+            for (const std::string& name : kept)
+                phases.say(MessageLevel::kVerbose, "resume: kept " + name);
         }
     });
     if (!ok)

@@ -65,6 +65,7 @@ std::string shape_value(const Options& o, ShapeOption option) {
 }
 
 void adopt_recorded_shape(const Options& recorded, Options& options, const std::string& where) {
+    const bool resume = options.resume;
     std::string contradictions;
     for (ShapeOption option : options.chosen) {
         if (shape_value(options, option) != shape_value(recorded, option)) {
@@ -75,8 +76,12 @@ void adopt_recorded_shape(const Options& recorded, Options& options, const std::
         }
     }
     if (!contradictions.empty()) {
-        throw_usage_error("--verify checks OUT_DIR as its run record says it was written: " +
-                          contradictions + " (leave the option out, or verify another folder)");
+        throw_usage_error(
+            resume ? "--resume continues the run that OUT_DIR's run record describes: " +
+                         contradictions +
+                         " (leave the option out, or start over with --overwrite instead)"
+                   : "--verify checks OUT_DIR as its run record says it was written: " +
+                         contradictions + " (leave the option out, or verify another folder)");
     }
     options.format = recorded.format;
     options.dtype = recorded.dtype;

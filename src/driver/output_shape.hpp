@@ -1,7 +1,7 @@
-// The output-shaping options (ShapeOption, zero2fp32/options.hpp) as --verify uses them: the
-// values a run record holds become the run's options, except that an option the caller chose
-// must agree with the record (a contradiction is a usage error); and their wire form, for
-// rank 0 to hand them to every rank.
+// The output-shaping options (ShapeOption, zero2fp32/options.hpp) as --verify and --resume use
+// them: the values a run record holds become the run's options, except that an option the
+// caller chose must agree with the record (a contradiction is a usage error); and their wire
+// form, for rank 0 to hand them to every rank.
 #pragma once
 
 #include <string>
@@ -16,7 +16,8 @@ namespace z2f::driver {
 std::string shape_value(const Options& options, ShapeOption option);
 
 // Every shaping field of `options` taken from `recorded`. Throws a usage error naming every
-// option in options.chosen whose value differs from the record (`where` names OUT_DIR).
+// option in options.chosen whose value differs from the record (`where` names OUT_DIR), worded
+// for --resume or --verify as options.resume says.
 void adopt_recorded_shape(const Options& recorded, Options& options, const std::string& where);
 
 // The shaping fields and the tag.

@@ -1,8 +1,10 @@
 #include "driver/phase_runner.hpp"
 
 #include <algorithm>
+#include <csignal>
 
 #include "io/signals.hpp"
+#include "parallel/mpi_start.hpp"
 
 namespace z2f::driver {
 
@@ -40,14 +42,24 @@ double PhaseRunner::elapsed_seconds() const {
 }
 
 void throw_if_interrupted() {
-    if (int signal = io::termination_signal()) {
-        throw Error(ErrorKind::kInterrupted,
-                    std::string("interrupted by ") + io::signal_name(signal) +
-                        (io::termination_from_parent()
-                             ? " from the launcher (which passes on a cancellation, or a SIGINT "
-                               "or SIGTERM it got itself, as SIGTERM)"
-                             : ""));
+    const int signal = io::termination_signal();
+    if (signal == 0)
+        return;
+    // Where it came from, in the words of whoever reads the message.
+    std::string source;
+    if (io::termination_from_parent() && parallel::started_by_launcher()) {
+        source =
+            " from the launcher (which passes on a cancellation, or a SIGINT or SIGTERM it "
+            "got itself, as SIGTERM)";
+    } else if (io::termination_from_terminal()) {
+        source = signal == SIGINT ? " from the terminal (Ctrl-C)" : " from the kernel";
+    } else if (io::termination_from_parent()) {
+        source = " from the parent process (pid " + std::to_string(io::termination_sender()) + ")";
+    } else if (io::termination_sender() != 0) {
+        source = " from process " + std::to_string(io::termination_sender());
     }
+    throw Error(ErrorKind::kInterrupted,
+                std::string("interrupted by ") + io::signal_name(signal) + source);
 }
 
 }  // namespace z2f::driver

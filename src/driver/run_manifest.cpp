@@ -1,7 +1,11 @@
 #include "driver/run_manifest.hpp"
 
+#include <algorithm>
+
 #include <nlohmann/json.hpp>
 
+#include "common/byte_size.hpp"
+#include "driver/output_shape.hpp"
 #include "zero2fp32/version.hpp"
 
 namespace z2f::driver {
@@ -75,6 +79,10 @@ std::string encode_manifest(const RunManifest& manifest) {
     json["state"] = manifest.complete ? "complete" : "writing";
     json["checkpoint"] = manifest.tag_dir;
     json["tag"] = manifest.tag;
+    nlohmann::ordered_json inputs = nlohmann::ordered_json::array();
+    for (const ManifestInput& input : manifest.inputs)
+        inputs.push_back({{"path", input.path}, {"size", input.size}});
+    json["inputs"] = std::move(inputs);
     json["options"] = shape_json(manifest.shape);
     json["run"] = manifest.run_identity;
     json["index"] = manifest.index_name ? nlohmann::ordered_json(*manifest.index_name)
@@ -103,6 +111,12 @@ std::optional<RunManifest> decode_manifest(const std::string& text) {
         manifest.complete = state == "complete";
         manifest.tag_dir = json.at("checkpoint").get<std::string>();
         manifest.tag = json.at("tag").get<std::string>();
+        if (json.contains("inputs")) {
+            for (const auto& input : json.at("inputs")) {
+                manifest.inputs.push_back(
+                    {input.at("path").get<std::string>(), input.at("size").get<std::uint64_t>()});
+            }
+        }
         manifest.shape = shape_from_json(json.at("options"));
         manifest.run_identity = json.at("run").get<std::string>();
         if (!json.at("index").is_null())
@@ -119,6 +133,38 @@ std::optional<RunManifest> decode_manifest(const std::string& text) {
     } catch (const NotARecord&) {
         return std::nullopt;
     }
+}
+
+std::vector<std::string> run_differences(const RunManifest& recorded, const RunManifest& planned) {
+    std::vector<std::string> differences;
+    if (recorded.tag_dir != planned.tag_dir) {
+        differences.push_back("checkpoint: '" + recorded.tag_dir + "' recorded, '" +
+                              planned.tag_dir + "' now");
+    }
+    for (const auto& [option, name] : EnumNames<ShapeOption>::kTable) {
+        const std::string was = shape_value(recorded.shape, option);
+        const std::string is = shape_value(planned.shape, option);
+        if (was != is)
+            differences.push_back(std::string(name) + ": " + was + " recorded, " + is + " now");
+    }
+    if (!differences.empty() || recorded.inputs.empty())
+        return differences;  // another checkpoint's inputs differ anyway; an old record has none
+    for (const ManifestInput& input : planned.inputs) {
+        auto found = std::find_if(recorded.inputs.begin(), recorded.inputs.end(),
+                                  [&](const ManifestInput& r) { return r.path == input.path; });
+        if (found == recorded.inputs.end()) {
+            differences.push_back("input '" + input.path + "': not in the record");
+        } else if (found->size != input.size) {
+            differences.push_back("input '" + input.path + "': " + with_commas(found->size) +
+                                  " bytes recorded, " + with_commas(input.size) + " now");
+        }
+    }
+    for (const ManifestInput& input : recorded.inputs) {
+        if (std::none_of(planned.inputs.begin(), planned.inputs.end(),
+                         [&](const ManifestInput& p) { return p.path == input.path; }))
+            differences.push_back("input '" + input.path + "': recorded, not read now");
+    }
+    return differences;
 }
 
 }  // namespace z2f::driver

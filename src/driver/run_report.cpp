@@ -54,6 +54,8 @@ ConversionResult build_result(const PhaseRunner& phases, const RunFacts& facts) 
         result.options = *facts.options;
     result.existing = facts.existing;
     result.refusal = facts.refusal;
+    result.index_written = facts.index_written;
+    result.record_complete = facts.record_complete;
     if (facts.plan == nullptr)
         return result;
 

@@ -13,7 +13,7 @@ namespace z2f::driver {
 struct RunFacts {
     const Options* options = nullptr;      // as the run used them
     const run::RunPlan* plan = nullptr;    // null when the run failed before planning
-    std::vector<std::uint32_t> completed;  // files complete after a failure
+    std::vector<std::uint32_t> completed;  // files complete after a failure, sorted
     bool dry_run = false;
     bool executed = false;
     bool verify_only = false;
@@ -23,6 +23,8 @@ struct RunFacts {
     std::vector<std::string> checks;     // --verify, per planned file (FileReport::check)
     std::vector<ExistingFile> existing;  // OUT_DIR's output-like files and their fate
     std::string refusal;                 // --dry-run: why the real run would refuse
+    bool index_written = false;          // the index phase got that far
+    bool record_complete = false;
 };
 
 // Collective (sums and maxima over ranks): every rank calls it, in success and failure alike.

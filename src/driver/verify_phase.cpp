@@ -21,13 +21,6 @@ namespace {
 // What rank 0 finds before any byte is compared.
 enum class Presence : std::uint8_t { kPresent, kMissing, kShort, kLong };
 
-std::string with_commas(std::uint64_t value) {
-    std::string digits = std::to_string(value);
-    for (auto at = static_cast<std::ptrdiff_t>(digits.size()) - 3; at > 0; at -= 3)
-        digits.insert(static_cast<std::size_t>(at), ",");
-    return digits;
-}
-
 std::vector<std::byte> encode_findings(const std::vector<VerifyFinding>& findings) {
     WireWriter out;
     out.sequence(findings, [](WireWriter& w, const VerifyFinding& finding) {
@@ -38,55 +31,6 @@ std::vector<std::byte> encode_findings(const std::vector<VerifyFinding>& finding
 }
 
 }  // namespace
-
-bool read_run_record(PhaseRunner& phases, const std::string& checkpoint_dir,
-                     const std::string& output_dir, Options& options, RecordedRun& recorded) {
-    std::vector<std::byte> encoded;
-    bool ok = phases.run("record", [&] {
-        if (!phases.is_root())
-            return;
-        if (!io::is_directory(output_dir)) {
-            throw_output_error(
-                "'" + output_dir + "' " +
-                (io::path_exists(output_dir) ? "is not a directory" : "does not exist") +
-                ": nothing to verify");
-        }
-        const std::string path = recorded_manifest_path(output_dir);
-        std::optional<RunManifest> manifest;
-        if (io::is_regular_file(path))
-            manifest = decode_manifest(io::read_small_file(path, 64u << 20));
-        if (!manifest) {
-            throw_output_error(
-                "'" + output_dir + "' holds no run record (" + kManifestName +
-                "), so what its files should hold is unknown: --verify checks outputs written by "
-                "this version of zero2fp32-mpi, which leaves that record beside them");
-        }
-        Options effective = options;
-        adopt_recorded_shape(manifest->shape, effective, output_dir);
-        if (!options.tag.empty() && options.tag != manifest->tag) {
-            throw_usage_error("--verify checks OUT_DIR as its run record says it was written: -t " +
-                              options.tag + ", but '" + output_dir + "' was converted from tag " +
-                              manifest->tag);
-        }
-        // Without -t, `latest` may have moved on since the conversion: verify the recorded
-        // tag when CKPT_DIR holds it (CKPT_DIR may also be the tag folder itself).
-        if (options.tag.empty() && io::is_directory(checkpoint_dir + "/" + manifest->tag))
-            effective.tag = manifest->tag;
-        recorded.tag_dir = manifest->tag_dir;
-        recorded.complete = manifest->complete;
-        WireWriter out;
-        encode_shape(out, effective);
-        encoded = out.take();
-    });
-    if (!ok)
-        return false;
-    std::vector<std::byte> bytes = phases.comm().broadcast(std::move(encoded));
-    return phases.run("record", [&] {
-        WireReader in(bytes, "run record");
-        decode_shape(in, options);
-        in.expect_end();
-    });
-}
 
 bool verify_outputs(PhaseRunner& phases, run::RunPlan& plan, const std::string& output_dir,
                     const Options& options, const RecordedRun& recorded,

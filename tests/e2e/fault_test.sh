@@ -38,7 +38,7 @@ disk_full_case() {
     # three ranks the peers' small shards race the failing rank's message, which stops them
     # between buffers; whatever they finished must be kept, but how much is timing.
     if [[ $ranks -eq 1 ]]; then
-        [[ $(grep -c "is complete, skipped" "$WORK/err.txt") -eq $complete ]] || fail "--resume did not skip the $complete complete shard(s)"
+        grep -q "resume: $complete of [0-9]* output file(s) are complete and kept" "$WORK/err.txt" || fail "--resume did not keep the $complete complete shard(s)"
     fi
     diff -r "$reference" "$out" >/dev/null || fail "resumed output differs from an uninterrupted run"
     grep -q '"state": "complete"' "$out/.zero2fp32-run.json" || fail "the run record is not marked complete"
@@ -112,6 +112,87 @@ if command -v setpriv >/dev/null && [[ $(id -u) -eq 0 ]]; then
     done
 else
     echo "note: unprivileged cases skipped (needs root and setpriv)"
+fi
+
+# Faults injected by the kernel's side of the system call (strace --inject), independently of
+# the converter's own call hook that the sweep test uses (tests/mpi/fault_sweep_test.cpp). Only
+# the main thread is traced: that is where files are published and the index is written.
+if command -v strace >/dev/null && strace -o /dev/null -e inject=getpid:error=EIO true 2>/dev/null; then
+    SHARDED=(--max-shard-size 2KB)
+    run_single "$FIXTURE" "$WORK/strace_reference" "${SHARDED[@]}" -q
+    expect_rc 0
+    strace -o "$WORK/renames.txt" -e trace=rename "$Z2F_BIN" "$FIXTURE" "$WORK/strace_clean" "${SHARDED[@]}" -q
+    index_rename=$(grep -n 'index.json"' "$WORK/renames.txt" | cut -d: -f1)
+    # strace_run OUT SYSCALL N: the Nth call of SYSCALL in the main thread fails with EIO.
+    strace_run() {
+        strace -o /dev/null -e trace="$2" -e inject="$2":error=EIO:when="$3" \
+            "$Z2F_BIN" "$FIXTURE" "$1" "${SHARDED[@]}" --progress never >"$WORK/out.txt" 2>"$WORK/err.txt"
+        RC=$?
+    }
+    # Every final-named file is the reference's; the index only with every file.
+    expect_only_complete_files() {
+        local out=$1 name
+        for file in "$out"/model*; do
+            [[ -e $file ]] || continue
+            name=$(basename "$file")
+            [[ $name == *.tmp ]] && continue
+            cmp -s "$file" "$WORK/strace_reference/$name" || fail "$name is published but not complete"
+        done
+        if [[ -e "$out/model.safetensors.index.json" ]]; then
+            for file in "$WORK/strace_reference"/model-*; do
+                [[ -e "$out/$(basename "$file")" ]] || fail "the index is written without $(basename "$file")"
+            done
+        fi
+    }
+
+    case_start "the index's rename fails: every file is complete, and the message says so"
+    strace_run "$WORK/no_index" rename "$index_rename"
+    expect_rc 1
+    expect_stderr "all 3 output file(s) are complete, but model.safetensors.index.json was not written"
+    expect_no_file "$WORK/no_index/model.safetensors.index.json"
+    expect_only_complete_files "$WORK/no_index"
+    run_single "$FIXTURE" "$WORK/no_index" --resume
+    expect_rc 0
+    diff -r "$WORK/strace_reference" "$WORK/no_index" >/dev/null || fail "--resume did not complete the output"
+
+    case_start "marking the run record complete fails: the output is complete, and the message says so"
+    strace_run "$WORK/record" rename $((index_rename + 1))
+    expect_rc 1
+    expect_stderr "the output is complete on disk (3 file(s) and model.safetensors.index.json)"
+    expect_no_temp_files "$WORK/record"
+    run_single "$FIXTURE" "$WORK/record" --resume
+    expect_rc 0
+    expect_stderr "nothing to do"
+    grep -q '"state": "complete"' "$WORK/record/.zero2fp32-run.json" || fail "the run record is not marked complete"
+
+    # Every write, sync, size, rename and open of the main thread, in turn, with the buffered
+    # engine (whose writes are all in the main thread).
+    for syscall in pwrite64 fsync ftruncate rename openat; do
+        case_start "every $syscall of the main thread failing in turn (--io pread)"
+        counted="$WORK/strace_count_$syscall"
+        strace -y -o "$WORK/calls.txt" -e trace="$syscall" "$Z2F_BIN" "$FIXTURE" "$counted" \
+            "${SHARDED[@]}" --io pread -q
+        # The calls on the checkpoint and the output (not the dynamic loader's, say), by their
+        # number among all calls of the syscall.
+        picks=$(grep "^$syscall(" "$WORK/calls.txt" | grep -n "$FIXTURE\|$counted" | cut -d: -f1)
+        [[ -n $picks ]] || fail "no $syscall of the main thread on the checkpoint or the output"
+        echo "    $(echo "$picks" | wc -w) calls"
+        for n in $picks; do
+            out="$WORK/strace_${syscall}_$n"
+            strace -o /dev/null -e trace="$syscall" -e inject="$syscall":error=EIO:when="$n" \
+                "$Z2F_BIN" "$FIXTURE" "$out" "${SHARDED[@]}" --io pread --progress never \
+                >"$WORK/out.txt" 2>"$WORK/err.txt"
+            RC=$?
+            [[ $RC -eq 0 || $RC -eq 1 ]] || fail "$syscall #$n: exit code $RC"
+            expect_only_complete_files "$out"
+            [[ -d $out ]] || continue
+            run_single "$FIXTURE" "$out" "${SHARDED[@]}" --io pread --resume
+            [[ $RC -eq 0 ]] || fail "$syscall #$n, then --resume: exit code $RC: $(head -3 "$WORK/err.txt")"
+            diff -r "$WORK/strace_reference" "$out" >/dev/null || fail "$syscall #$n, then --resume: not the reference"
+        done
+    done
+else
+    echo "note: strace fault injection cases skipped (no strace, or no --inject)"
 fi
 
 finish

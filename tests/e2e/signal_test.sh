@@ -92,7 +92,7 @@ else
     echo "note: launcher signal cases skipped (needs strace: scripts/install-deps.sh --test)"
 fi
 
-case_start "SIGINT without a launcher (Ctrl-C on a bare run): exit 3, 'interrupted by SIGINT'"
+case_start "SIGINT without a launcher (kill -INT on a bare run): exit 3, says who sent it"
 out="$WORK/bare_int"
 "$Z2F_BIN" "$CKPT" "$out" "${ARGS[@]}" --summary-json "$WORK/bare_int.json" >"$WORK/out.txt" 2>"$WORK/err.txt" &
 PID=$!
@@ -104,7 +104,9 @@ kill -INT "$PID"
 wait "$PID"
 RC=$?
 expect_rc 3
-expect_stderr "interrupted by SIGINT"
+# This shell sent it: the run's parent, which is no launcher.
+expect_stderr "interrupted by SIGINT from the parent process (pid $$)"
+grep -q "from the launcher" "$WORK/err.txt" && fail "a bare run names a launcher that does not exist"
 grep -q '"exit_code": 3' "$WORK/bare_int.json" || fail "no exit code 3 in the summary"
 expect_no_temp_files "$out"
 

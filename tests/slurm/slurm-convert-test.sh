@@ -97,7 +97,7 @@ for _ in $(seq 1 600); do
 done
 grep -q "exited with 3" "$log" || fail "the signalled run did not exit 3: $(cat "$log")"
 grep -q "requeueing job $job" "$log" || fail "the job did not requeue itself: $(cat "$log")"
-grep -q "resuming: a run manifest" "$log" || fail "the requeued run did not resume: $(cat "$log")"
+grep -q "resuming: a run record" "$log" || fail "the requeued run did not resume: $(cat "$log")"
 grep -q "exited with 0" "$log" || fail "the requeued run did not finish: $(cat "$log")"
 diff -r "$work/reference" "$work/requeued" >/dev/null || fail "requeued output differs from an uninterrupted run"
 

@@ -1,10 +1,11 @@
-// The run record a conversion leaves in OUT_DIR, the shaping options --verify takes from it,
-// and the path check (issue 15). No MPI.
+// The run record a conversion leaves in OUT_DIR, the shaping options --verify and --resume take
+// from it, what makes a record another run's, and the output path check. No MPI.
 #include <filesystem>
 
 #include <gtest/gtest.h>
 
 #include "common/errors.hpp"
+#include "common/name_list.hpp"
 #include "driver/output_path.hpp"
 #include "driver/output_shape.hpp"
 #include "driver/run_manifest.hpp"
@@ -42,6 +43,62 @@ TEST(RunManifest, RoundTripsEveryShapingOption) {
         EXPECT_EQ(driver::shape_value(back->shape, option),
                   driver::shape_value(manifest.shape, option))
             << name;
+}
+
+TEST(RunManifest, InputsRoundTripAndOldRecordsHaveNone) {
+    driver::RunManifest manifest;
+    manifest.inputs = {{"/ckpt/global_step9/a.pt", 1234}, {"/ckpt/global_step9/b.pt", 0}};
+    std::string text = encode_manifest(manifest);
+    std::optional<driver::RunManifest> back = driver::decode_manifest(text);
+    ASSERT_TRUE(back);
+    EXPECT_EQ(back->inputs, manifest.inputs);
+    // Records of earlier versions have no "inputs": still records.
+    const std::size_t from = text.find("\"inputs\"");
+    const std::size_t to = text.find("\"options\"");
+    ASSERT_NE(from, std::string::npos);
+    text.erase(from, to - from);
+    back = driver::decode_manifest(text);
+    ASSERT_TRUE(back) << text;
+    EXPECT_TRUE(back->inputs.empty());
+}
+
+TEST(RunManifest, DifferencesNameWhatMakesAnotherRun) {
+    driver::RunManifest recorded;
+    recorded.tag_dir = "/a/global_step2";
+    recorded.inputs = {{"/a/global_step2/x.pt", 1000}, {"/a/global_step2/y.pt", 2000}};
+    driver::RunManifest same = recorded;
+    same.version = "another";  // the writer's version is not the run
+    EXPECT_TRUE(driver::run_differences(recorded, same).empty());
+
+    driver::RunManifest other = recorded;
+    other.tag_dir = "/b/global_step2";
+    other.shape.dtype = DType::kBF16;
+    EXPECT_EQ(
+        driver::run_differences(recorded, other),
+        (std::vector<std::string>{"checkpoint: '/a/global_step2' recorded, '/b/global_step2' now",
+                                  "--dtype: fp32 recorded, bf16 now"}));
+
+    driver::RunManifest regrown = recorded;
+    regrown.inputs = {{"/a/global_step2/x.pt", 1234567}, {"/a/global_step2/z.pt", 5}};
+    EXPECT_EQ(driver::run_differences(recorded, regrown),
+              (std::vector<std::string>{
+                  "input '/a/global_step2/x.pt': 1,000 bytes recorded, 1,234,567 now",
+                  "input '/a/global_step2/z.pt': not in the record",
+                  "input '/a/global_step2/y.pt': recorded, not read now"}));
+
+    driver::RunManifest old = recorded;  // a record without inputs: only the identity tells
+    old.inputs.clear();
+    EXPECT_TRUE(driver::run_differences(old, regrown).empty());
+}
+
+TEST(NameList, TheFirstFewThenHowManyMore) {
+    EXPECT_EQ(listed_names({}), "");
+    EXPECT_EQ(listed_names({"a"}), "a");
+    EXPECT_EQ(listed_names({"a", "b", "c"}, 3), "a, b, c");
+    std::vector<std::string> many(2120, "x");
+    many[0] = "a";
+    EXPECT_EQ(listed_names(many, 1), "a and 2,119 more");
+    EXPECT_EQ(listed_names(many, 0).size(), 2120 * 3 - 2);  // all of them
 }
 
 TEST(RunManifest, ForeignOrDamagedTextIsNoRecord) {

@@ -1,0 +1,73 @@
+#include "driver/record_phase.hpp"
+
+#include <optional>
+
+#include "common/errors.hpp"
+#include "common/wire_codec.hpp"
+#include "driver/output_folder.hpp"
+#include "driver/output_shape.hpp"
+#include "driver/run_manifest.hpp"
+#include "io/posix_file.hpp"
+
+namespace z2f::driver {
+
+bool adopt_run_record(PhaseRunner& phases, const std::string& checkpoint_dir,
+                      const std::string& output_dir, Options& options, RecordedRun& recorded) {
+    std::vector<std::byte> encoded;
+    bool ok = phases.run("record", [&] {
+        if (!phases.is_root())
+            return;
+        if (!io::is_directory(output_dir)) {
+            if (options.resume)
+                return;  // nothing to continue: a run like any other
+            throw_output_error(
+                "'" + output_dir + "' " +
+                (io::path_exists(output_dir) ? "is not a directory" : "does not exist") +
+                ": nothing to verify");
+        }
+        const std::string path = recorded_manifest_path(output_dir);
+        std::optional<RunManifest> manifest;
+        if (io::is_regular_file(path))
+            manifest = decode_manifest(io::read_small_file(path, 64u << 20));
+        if (!manifest) {
+            if (options.resume)
+                return;  // the output-folder checks decide what its files are (output_dir.hpp)
+            throw_output_error(
+                "'" + output_dir + "' holds no run record (" + kManifestName +
+                "), so what its files should hold is unknown: --verify checks outputs written by "
+                "this version of zero2fp32-mpi, which leaves that record beside them");
+        }
+        Options effective = options;
+        adopt_recorded_shape(manifest->shape, effective, output_dir);
+        if (options.verify && !options.tag.empty() && options.tag != manifest->tag) {
+            throw_usage_error("--verify checks OUT_DIR as its run record says it was written: -t " +
+                              options.tag + ", but '" + output_dir + "' was converted from tag " +
+                              manifest->tag);
+        }
+        // --verify without -t: `latest` may have moved on since the conversion, so check the
+        // recorded tag when CKPT_DIR holds it (CKPT_DIR may also be the tag folder itself).
+        // Not --resume: a record of another tag than the one asked for is another run, refused
+        // by name (output_dir.hpp), never silently taken for this one.
+        if (options.verify && options.tag.empty() && !manifest->tag.empty() &&
+            io::is_directory(checkpoint_dir + "/" + manifest->tag))
+            effective.tag = manifest->tag;
+        recorded.found = true;
+        recorded.tag_dir = manifest->tag_dir;
+        recorded.complete = manifest->complete;
+        WireWriter out;
+        encode_shape(out, effective);
+        encoded = out.take();
+    });
+    if (!ok)
+        return false;
+    std::vector<std::byte> bytes = phases.comm().broadcast(std::move(encoded));
+    if (bytes.empty())
+        return true;  // --resume without a record: the command line's options stand
+    return phases.run("record", [&] {
+        WireReader in(bytes, "run record");
+        decode_shape(in, options);
+        in.expect_end();
+    });
+}
+
+}  // namespace z2f::driver

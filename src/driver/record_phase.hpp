@@ -1,0 +1,34 @@
+// The record phase, collective, before discovery: --verify and --resume continue what OUT_DIR's
+// run record (run_manifest.hpp) says was done, never what the command line's defaults would do.
+//
+// Rank 0 reads the record (output_folder.hpp finds it, in OUT_DIR or, for a universal
+// checkpoint, in its folder). Its output-shaping options and its tag become the run's options on
+// every rank (broadcast): an option the caller chose that contradicts the record is a usage
+// error that shows the record's value. --verify also takes the recorded tag when -t is not
+// given and CKPT_DIR holds that tag folder (`latest` may have moved on since); --resume does
+// not (a record of another tag is another run). Nothing is written.
+//   --verify   the record is required: without one, what the files should hold is unknown;
+//   --resume   without a record the run goes on with the command line's options; whether the
+//              record (or its absence) lets this run continue in OUT_DIR is decided once the
+//              plan is known (output_dir.hpp: a record of another run is refused).
+#pragma once
+
+#include <string>
+
+#include "driver/phase_runner.hpp"
+#include "zero2fp32/options.hpp"
+
+namespace z2f::driver {
+
+struct RecordedRun {  // rank 0 only
+    bool found = false;
+    std::string tag_dir;
+    bool complete = false;
+};
+
+// Replaces the shaping options and the tag in `options` with the record's, on every rank.
+// Only for options.verify or options.resume.
+bool adopt_run_record(PhaseRunner& phases, const std::string& checkpoint_dir,
+                      const std::string& output_dir, Options& options, RecordedRun& recorded);
+
+}  // namespace z2f::driver
