@@ -16,8 +16,8 @@
 #include "cli/summary_json.hpp"
 #include "io/posix_file.hpp"
 #include "io/signals.hpp"
-#include "parallel/communicator.hpp"
-#include "parallel/mpi_start.hpp"
+#include "mpi/communicator.hpp"
+#include "mpi/mpi_start.hpp"
 #include "zero2fp32/mpi.hpp"
 #include "zero2fp32/version.hpp"
 
@@ -75,8 +75,8 @@ int main(int argc, char** argv) {
     // Before MPI_Init, which creates files too: a file-size limit must give EFBIG, not a kill.
     z2f::io::ignore_file_size_signal();
     // Without a launcher this process is the job's only rank and MPI is not started at all.
-    z2f::parallel::start_mpi_if_launched(&argc, &argv);
-    const z2f::parallel::Communicator world(MPI_COMM_WORLD);
+    z2f::mpi::start_mpi_if_launched(&argc, &argv);
+    const z2f::mpi::Communicator world(MPI_COMM_WORLD);
     const int rank = world.rank();
     ExitCode code = ExitCode::kOk;
     try {
@@ -102,6 +102,6 @@ int main(int argc, char** argv) {
     }
     // Rank 0 alone may have failed to write the summary: every rank takes the worst code.
     code = static_cast<ExitCode>(world.max(static_cast<std::uint64_t>(code)));
-    z2f::parallel::stop_mpi();
+    z2f::mpi::stop_mpi();
     return static_cast<int>(code);
 }

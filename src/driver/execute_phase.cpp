@@ -9,7 +9,7 @@
 #include "driver/executor.hpp"
 #include "driver/input_check_phase.hpp"
 #include "io/input_files.hpp"
-#include "parallel/peer_channel.hpp"
+#include "mpi/peer_channel.hpp"
 
 namespace z2f::driver {
 namespace {
@@ -42,7 +42,7 @@ io::DirectCopyOptions direct_options(const Options& options,
 }
 
 // Every rank's list of files, merged and sorted on every rank.
-std::vector<std::uint32_t> gather_files(const parallel::Communicator& comm,
+std::vector<std::uint32_t> gather_files(const mpi::Communicator& comm,
                                         const std::vector<std::uint32_t>& mine) {
     WireWriter out;
     out.sequence(mine, [](WireWriter& w, std::uint32_t file) { w.u32(file); });
@@ -58,8 +58,7 @@ std::vector<std::uint32_t> gather_files(const parallel::Communicator& comm,
     return all;
 }
 
-std::vector<SlotCrc> gather_crcs(const parallel::Communicator& comm,
-                                 const std::vector<SlotCrc>& mine) {
+std::vector<SlotCrc> gather_crcs(const mpi::Communicator& comm, const std::vector<SlotCrc>& mine) {
     WireWriter out;
     out.sequence(mine, [](WireWriter& w, const SlotCrc& crc) {
         w.u32(crc.file);
@@ -111,10 +110,10 @@ void remove_damaged_outputs(const run::RunPlan& plan, const run::InputCheckPlan&
 
 ExecuteOutcome execute_and_finalize(PhaseRunner& phases, const run::RunPlan& plan,
                                     const std::string& output_dir, const Options& options) {
-    const parallel::Communicator& comm = phases.comm();
+    const mpi::Communicator& comm = phases.comm();
     const RankTarget target{output_dir, phases.rank()};
     io::InputFiles inputs(plan.tensors.inputs, io::InputFiles::default_capacity());
-    parallel::PeerChannel channel(comm);
+    mpi::PeerChannel channel(comm);
     Observer* observer = phases.observer();
     if (observer != nullptr)
         observer->progress_started(plan.bytes_to_write());
@@ -125,7 +124,7 @@ ExecuteOutcome execute_and_finalize(PhaseRunner& phases, const run::RunPlan& pla
         done += bytes;
         throw_if_interrupted();
         if (channel.peer_failed())
-            throw parallel::StoppedByPeer{};
+            throw mpi::StoppedByPeer{};
         if (comm.is_root()) {
             if (observer != nullptr)
                 observer->progress(channel.total_progress(done));
@@ -135,7 +134,7 @@ ExecuteOutcome execute_and_finalize(PhaseRunner& phases, const run::RunPlan& pla
     };
     ExecuteReport report;
     std::optional<InputCheck> check;
-    parallel::Outcome outcome = parallel::capture([&] {
+    mpi::Outcome outcome = mpi::capture([&] {
         throw_if_interrupted();
         check = prepare_input_check(phases, plan, options);
         if (options.io == IoBackend::kDirect) {
@@ -145,7 +144,7 @@ ExecuteOutcome execute_and_finalize(PhaseRunner& phases, const run::RunPlan& pla
             execute_tasks(plan, target, inputs, copy, report, check ? &*check : nullptr);
         }
     });
-    if (outcome.kind == parallel::OutcomeKind::kFailed)
+    if (outcome.kind == mpi::OutcomeKind::kFailed)
         channel.announce_failure();
     if (!comm.is_root())
         channel.report_progress(done, true);

@@ -1,7 +1,7 @@
 // The execute and finalize phases, collective:
 //
 //   execute    every rank writes its tasks (executor.hpp); a failing rank tells every other
-//              rank at once (parallel/peer_channel), and every rank checks for such notices and
+//              rank at once (mpi/peer_channel), and every rank checks for such notices and
 //              for termination signals after each buffer of I/O; rank 0 aggregates progress
 //   finalize   the leads of files shared by several ranks append the CRC tails (from every
 //              rank's slot CRCs) and rename them

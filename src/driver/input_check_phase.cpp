@@ -22,7 +22,7 @@ std::optional<InputCheck> prepare_input_check(PhaseRunner& phases, const run::Ru
     return check;
 }
 
-std::vector<run::FailedRecord> agree_input_check(const parallel::Communicator& comm,
+std::vector<run::FailedRecord> agree_input_check(const mpi::Communicator& comm,
                                                  const run::RunPlan& plan,
                                                  const InputCheck& check) {
     const std::vector<run::CheckPiece>& pieces = check.plan.pieces;

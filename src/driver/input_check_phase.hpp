@@ -23,7 +23,7 @@ std::optional<InputCheck> prepare_input_check(PhaseRunner& phases, const run::Ru
 
 // Collective. A malformed payload (a piece index out of range, or a piece another rank owns)
 // is an internal error.
-std::vector<run::FailedRecord> agree_input_check(const parallel::Communicator& comm,
+std::vector<run::FailedRecord> agree_input_check(const mpi::Communicator& comm,
                                                  const run::RunPlan& plan, const InputCheck& check);
 
 }  // namespace z2f::driver

@@ -6,13 +6,13 @@
 #include "checkpoint/parallel_assemble.hpp"
 #include "checkpoint/parallel_meta_codec.hpp"
 #include "driver/phase_runner.hpp"
-#include "parallel/agreement.hpp"
+#include "mpi/agreement.hpp"
 
 namespace z2f::driver {
 namespace {
 
 // Every rank's failures of a nested step as one error, thrown on every rank alike.
-void throw_agreed_failure(const parallel::Agreement& agreement) {
+void throw_agreed_failure(const mpi::Agreement& agreement) {
     std::string message;
     for (const std::string& text : agreement.distinct_messages())
         message += (message.empty() ? "" : "\n") + text;
@@ -21,36 +21,36 @@ void throw_agreed_failure(const parallel::Agreement& agreement) {
 
 }  // namespace
 
-checkpoint::CheckpointFiles discover_files(const parallel::Communicator& comm,
+checkpoint::CheckpointFiles discover_files(const mpi::Communicator& comm,
                                            const std::string& checkpoint_dir,
                                            const std::string& tag,
                                            const checkpoint::DiscoveryOptions& options) {
     std::vector<std::byte> encoded;
-    parallel::Outcome outcome = parallel::capture([&] {
+    mpi::Outcome outcome = mpi::capture([&] {
         if (comm.is_root())
             encoded = checkpoint::encode_files(
                 checkpoint::discover_checkpoint(checkpoint_dir, tag, options));
     });
     // Rank 0's outcome travels with the broadcast so that every rank fails alike.
-    parallel::Agreement agreement = parallel::agree(comm, outcome);
+    mpi::Agreement agreement = mpi::agree(comm, outcome);
     if (!agreement.ok)
         throw_agreed_failure(agreement);
     return checkpoint::decode_files(comm.broadcast(std::move(encoded)));
 }
 
-checkpoint::CheckpointMeta read_metadata(const parallel::Communicator& comm,
+checkpoint::CheckpointMeta read_metadata(const mpi::Communicator& comm,
                                          const checkpoint::CheckpointFiles& files) {
     std::vector<checkpoint::InputFileSpec> inputs = checkpoint::checkpoint_inputs(files);
     const auto ranks = static_cast<std::size_t>(comm.size());
     WireWriter mine;
-    parallel::Outcome outcome = parallel::capture([&] {
+    mpi::Outcome outcome = mpi::capture([&] {
         for (auto i = static_cast<std::size_t>(comm.rank()); i < inputs.size(); i += ranks) {
             throw_if_interrupted();
             checkpoint::encode_file_meta(
                 checkpoint::read_file_meta(inputs[i], static_cast<std::uint32_t>(i)), mine);
         }
     });
-    parallel::Agreement agreement = parallel::agree(comm, outcome);
+    mpi::Agreement agreement = mpi::agree(comm, outcome);
     if (!agreement.ok)
         throw_agreed_failure(agreement);
     std::vector<std::vector<std::byte>> all = comm.all_gather(mine.bytes());
@@ -64,11 +64,11 @@ checkpoint::CheckpointMeta read_metadata(const parallel::Communicator& comm,
     return checkpoint::assemble_checkpoint_meta(files, std::move(metas));
 }
 
-checkpoint::DiscoveredCheckpoint discover(const parallel::Communicator& comm,
+checkpoint::DiscoveredCheckpoint discover(const mpi::Communicator& comm,
                                           const std::string& checkpoint_dir,
                                           const Options& options) {
     std::vector<std::byte> encoded;
-    parallel::Outcome outcome = parallel::capture([&] {
+    mpi::Outcome outcome = mpi::capture([&] {
         if (!comm.is_root())
             return;
         checkpoint::DiscoveredCheckpoint found = checkpoint::discover_any_checkpoint(
@@ -77,18 +77,18 @@ checkpoint::DiscoveredCheckpoint discover(const parallel::Communicator& comm,
             found.tp_rules_text = checkpoint::read_tp_rules_file(options.tp_rules);
         encoded = checkpoint::encode_discovered(found);
     });
-    parallel::Agreement agreement = parallel::agree(comm, outcome);
+    mpi::Agreement agreement = mpi::agree(comm, outcome);
     if (!agreement.ok)
         throw_agreed_failure(agreement);
     return checkpoint::decode_discovered(comm.broadcast(std::move(encoded)));
 }
 
-checkpoint::ParallelCheckpointMeta read_parallel_metadata(const parallel::Communicator& comm,
+checkpoint::ParallelCheckpointMeta read_parallel_metadata(const mpi::Communicator& comm,
                                                           const checkpoint::FileGrid& grid) {
     std::vector<checkpoint::ParallelInputSpec> inputs = checkpoint::parallel_inputs(grid);
     const auto ranks = static_cast<std::size_t>(comm.size());
     WireWriter mine;
-    parallel::Outcome outcome = parallel::capture([&] {
+    mpi::Outcome outcome = mpi::capture([&] {
         for (auto i = static_cast<std::size_t>(comm.rank()); i < inputs.size(); i += ranks) {
             throw_if_interrupted();
             checkpoint::encode_parallel_file_meta(
@@ -96,7 +96,7 @@ checkpoint::ParallelCheckpointMeta read_parallel_metadata(const parallel::Commun
                 mine);
         }
     });
-    parallel::Agreement agreement = parallel::agree(comm, outcome);
+    mpi::Agreement agreement = mpi::agree(comm, outcome);
     if (!agreement.ok)
         throw_agreed_failure(agreement);
     std::vector<std::vector<std::byte>> all = comm.all_gather(mine.bytes());
@@ -110,7 +110,7 @@ checkpoint::ParallelCheckpointMeta read_parallel_metadata(const parallel::Commun
     return checkpoint::assemble_parallel_meta(grid, std::move(metas));
 }
 
-run::CheckpointMetadata read_checkpoint_metadata(const parallel::Communicator& comm,
+run::CheckpointMetadata read_checkpoint_metadata(const mpi::Communicator& comm,
                                                  const checkpoint::DiscoveredCheckpoint& found) {
     run::CheckpointMetadata metadata;
     metadata.tp_rules_text = found.tp_rules_text;

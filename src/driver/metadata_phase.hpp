@@ -16,30 +16,30 @@
 #include "checkpoint/checkpoint_meta.hpp"
 #include "checkpoint/parallel_meta.hpp"
 #include "checkpoint/routing.hpp"
-#include "parallel/communicator.hpp"
+#include "mpi/communicator.hpp"
 #include "run/tensor_source.hpp"
 #include "zero2fp32/options.hpp"
 
 namespace z2f::driver {
 
-checkpoint::CheckpointFiles discover_files(const parallel::Communicator& comm,
+checkpoint::CheckpointFiles discover_files(const mpi::Communicator& comm,
                                            const std::string& checkpoint_dir,
                                            const std::string& tag,
                                            const checkpoint::DiscoveryOptions& options = {});
 
-checkpoint::CheckpointMeta read_metadata(const parallel::Communicator& comm,
+checkpoint::CheckpointMeta read_metadata(const mpi::Communicator& comm,
                                          const checkpoint::CheckpointFiles& files);
 
 // Either kind of checkpoint, and options.tp_rules' text (parallel checkpoints only).
-checkpoint::DiscoveredCheckpoint discover(const parallel::Communicator& comm,
+checkpoint::DiscoveredCheckpoint discover(const mpi::Communicator& comm,
                                           const std::string& checkpoint_dir,
                                           const Options& options);
 
-checkpoint::ParallelCheckpointMeta read_parallel_metadata(const parallel::Communicator& comm,
+checkpoint::ParallelCheckpointMeta read_parallel_metadata(const mpi::Communicator& comm,
                                                           const checkpoint::FileGrid& grid);
 
 // The metadata of either kind, by the reader discovery chose.
-run::CheckpointMetadata read_checkpoint_metadata(const parallel::Communicator& comm,
+run::CheckpointMetadata read_checkpoint_metadata(const mpi::Communicator& comm,
                                                  const checkpoint::DiscoveredCheckpoint& found);
 
 }  // namespace z2f::driver

@@ -4,7 +4,7 @@
 #include <csignal>
 
 #include "io/signals.hpp"
-#include "parallel/mpi_start.hpp"
+#include "mpi/mpi_start.hpp"
 
 namespace z2f::driver {
 
@@ -13,8 +13,8 @@ using Clock = std::chrono::steady_clock;
 PhaseRunner::PhaseRunner(MPI_Comm comm, Observer* observer)
     : comm_(comm), observer_(observer), start_(Clock::now()), phase_start_(start_) {}
 
-bool PhaseRunner::settle(const char* phase, const parallel::Outcome& outcome) {
-    parallel::Agreement agreement = parallel::agree(comm_, outcome);
+bool PhaseRunner::settle(const char* phase, const mpi::Outcome& outcome) {
+    mpi::Agreement agreement = mpi::agree(comm_, outcome);
     Clock::time_point now = Clock::now();
     double seconds = std::chrono::duration<double>(now - phase_start_).count();
     phase_start_ = now;
@@ -47,7 +47,7 @@ void throw_if_interrupted() {
         return;
     // Where it came from, in the words of whoever reads the message.
     std::string source;
-    if (io::termination_from_parent() && parallel::started_by_launcher()) {
+    if (io::termination_from_parent() && mpi::started_by_launcher()) {
         source =
             " from the launcher (which passes on a cancellation, or a SIGINT or SIGTERM it "
             "got itself, as SIGTERM)";

@@ -34,7 +34,7 @@ std::uint64_t peak_rss_bytes() {
 }  // namespace
 
 ConversionResult build_result(const PhaseRunner& phases, const RunFacts& facts) {
-    const parallel::Communicator& comm = phases.comm();
+    const mpi::Communicator& comm = phases.comm();
     io::IoCounters counters = io::io_counters();
     ConversionResult result;
     result.bytes_read = comm.sum(counters.bytes_read);
@@ -89,12 +89,12 @@ ConversionResult build_result(const PhaseRunner& phases, const RunFacts& facts) 
 }
 
 void throw_conversion_error(const PhaseRunner& phases, ConversionResult partial) {
-    const parallel::Agreement& agreement = *phases.failure();
+    const mpi::Agreement& agreement = *phases.failure();
     std::string message;
     for (const std::string& text : agreement.distinct_messages())
         message += (message.empty() ? "" : "\n") + text;
     std::vector<RankFailure> failures;
-    for (const parallel::Failure& failure : agreement.failures)
+    for (const mpi::Failure& failure : agreement.failures)
         failures.push_back({failure.rank, failure.kind, failure.message});
     throw ConversionError(agreement.kind, message, std::move(failures), std::move(partial));
 }

@@ -17,7 +17,7 @@
 #include "cli/exit_code.hpp"
 #include "common/errors.hpp"
 #include "io/posix_file.hpp"
-#include "parallel/mpi_start.hpp"
+#include "mpi/mpi_start.hpp"
 #include "synth/checkpoint_writer.hpp"
 #include "synth/synth_options.hpp"
 #include "zero2fp32/version.hpp"
@@ -220,7 +220,7 @@ void report_error(int rank, const z2f::Error& error) {
 }  // namespace
 
 int main(int argc, char** argv) {
-    z2f::parallel::start_mpi(&argc, &argv);
+    z2f::mpi::start_mpi(&argc, &argv);
     int rank = 0;
     int size = 1;
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);

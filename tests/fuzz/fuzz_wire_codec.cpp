@@ -13,7 +13,7 @@
 #include "checkpoint/parallel_meta_codec.hpp"
 #include "checkpoint/routing.hpp"
 #include "fuzz_support.hpp"
-#include "parallel/agreement.hpp"
+#include "mpi/agreement.hpp"
 
 namespace {
 
@@ -79,8 +79,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
             break;
         case 4:
             decode_guarded([&] {
-                parallel::Outcome outcome = parallel::decode_outcome(payload);
-                fuzz::expect(parallel::encode_outcome(outcome) == copy_of(payload), kTarget,
+                mpi::Outcome outcome = mpi::decode_outcome(payload);
+                fuzz::expect(mpi::encode_outcome(outcome) == copy_of(payload), kTarget,
                              "outcome does not encode back to its bytes");
             });
             break;

@@ -7,14 +7,14 @@
 
 #include <mpi.h>
 
-#include "parallel/communicator.hpp"
+#include "mpi/communicator.hpp"
 
 namespace z2f::mpi_test {
 
 namespace fs = std::filesystem;
 
 int rank() {
-    return parallel::Communicator(MPI_COMM_WORLD).rank();
+    return mpi::Communicator(MPI_COMM_WORLD).rank();
 }
 
 bool root() {
@@ -22,7 +22,7 @@ bool root() {
 }
 
 void barrier() {
-    parallel::Communicator(MPI_COMM_WORLD).barrier();
+    mpi::Communicator(MPI_COMM_WORLD).barrier();
 }
 
 const std::string& output_base() {
@@ -31,7 +31,7 @@ const std::string& output_base() {
         if (dir != nullptr)
             return std::string(dir);
         const std::uint64_t pid =
-            parallel::Communicator(MPI_COMM_WORLD).max(root() ? std::uint64_t(::getpid()) : 0);
+            mpi::Communicator(MPI_COMM_WORLD).max(root() ? std::uint64_t(::getpid()) : 0);
         return "/tmp/z2f-mpi-tests-" + std::to_string(pid);
     }();
     return base;

@@ -5,21 +5,21 @@
 #include <gtest/gtest.h>
 #include <mpi.h>
 
-#include "parallel/communicator.hpp"
-#include "parallel/mpi_start.hpp"
+#include "mpi/communicator.hpp"
+#include "mpi/mpi_start.hpp"
 
 int main(int argc, char** argv) {
     // As the converter does: without a launcher (the mpi.alone test) MPI is not started and
     // every collective runs in this process alone.
-    z2f::parallel::start_mpi_if_launched(&argc, &argv);
+    z2f::mpi::start_mpi_if_launched(&argc, &argv);
     ::testing::InitGoogleTest(&argc, argv);
-    const z2f::parallel::Communicator world(MPI_COMM_WORLD);
+    const z2f::mpi::Communicator world(MPI_COMM_WORLD);
     if (!world.is_root()) {
         ::testing::TestEventListeners& listeners = ::testing::UnitTest::GetInstance()->listeners();
         delete listeners.Release(listeners.default_result_printer());
     }
     const std::uint64_t failed = RUN_ALL_TESTS() != 0 ? 1 : 0;
     const std::uint64_t any_failed = world.max(failed);
-    z2f::parallel::stop_mpi();
+    z2f::mpi::stop_mpi();
     return static_cast<int>(any_failed);
 }

@@ -14,7 +14,7 @@
 #include "checkpoint/parallel_assemble.hpp"
 #include "checkpoint/parallel_meta_codec.hpp"
 #include "checkpoint/routing.hpp"
-#include "parallel/agreement.hpp"
+#include "mpi/agreement.hpp"
 
 namespace fs = std::filesystem;
 
@@ -75,11 +75,11 @@ int main(int argc, char** argv) {
             found.tp_rules_text = R"({"default": "column", "rules": {"x\\.": "row"}})";
             write_seed(out, 5, checkpoint::encode_discovered(found));
         }
-        write_seed(out, 4, parallel::encode_outcome({}));
+        write_seed(out, 4, mpi::encode_outcome({}));
         write_seed(out, 4,
-                   parallel::encode_outcome(parallel::Outcome::failure(
+                   mpi::encode_outcome(mpi::Outcome::failure(
                        ErrorKind::kInput, "zero_pp_rank_1_mp_rank_00_optim_states.pt: truncated")));
-        write_seed(out, 4, parallel::encode_outcome(parallel::Outcome::stopped()));
+        write_seed(out, 4, mpi::encode_outcome(mpi::Outcome::stopped()));
     } catch (const Error& error) {
         std::fprintf(stderr, "make_wire_seeds: %s\n", error.what());
         return 1;

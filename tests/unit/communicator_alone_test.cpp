@@ -4,10 +4,10 @@
 #include <gtest/gtest.h>
 #include <mpi.h>
 
-#include "parallel/communicator.hpp"
-#include "parallel/peer_channel.hpp"
+#include "mpi/communicator.hpp"
+#include "mpi/peer_channel.hpp"
 
-namespace z2f::parallel {
+namespace z2f::mpi {
 namespace {
 
 bool mpi_initialized() {
@@ -61,4 +61,4 @@ TEST(CommunicatorAlone, PeerChannelHasNoPeers) {
 }
 
 }  // namespace
-}  // namespace z2f::parallel
+}  // namespace z2f::mpi

@@ -1,8 +1,8 @@
-#include "parallel/peer_channel.hpp"
+#include "mpi/peer_channel.hpp"
 
 #include <algorithm>
 
-namespace z2f::parallel {
+namespace z2f::mpi {
 namespace {
 
 constexpr int kFailureTag = 7101;
@@ -153,4 +153,4 @@ void PeerChannel::drain() {
     drained_ = true;
 }
 
-}  // namespace z2f::parallel
+}  // namespace z2f::mpi

@@ -3,7 +3,7 @@
 // CRCs, counters); tensor bytes never do.
 //
 // A process that did not initialize MPI (the converter started without a launcher: it is the one
-// rank of its job, parallel/mpi_start.hpp) is a communicator of this process alone, and so is
+// rank of its job, mpi/mpi_start.hpp) is a communicator of this process alone, and so is
 // any communicator of one rank: its collectives return at once and call no MPI function.
 //
 // Collectives here never throw on their own (MPI errors abort the job, MPI's default), and
@@ -19,7 +19,7 @@
 
 #include <mpi.h>
 
-namespace z2f::parallel {
+namespace z2f::mpi {
 
 class Communicator {
   public:
@@ -51,4 +51,4 @@ class Communicator {
     int size_ = 1;
 };
 
-}  // namespace z2f::parallel
+}  // namespace z2f::mpi

@@ -1,4 +1,4 @@
-#include "parallel/communicator.hpp"
+#include "mpi/communicator.hpp"
 
 #include <algorithm>
 #include <chrono>
@@ -7,7 +7,7 @@
 
 #include "common/errors.hpp"
 
-namespace z2f::parallel {
+namespace z2f::mpi {
 
 Communicator::Communicator(MPI_Comm comm) {
     // MPI_Initialized is one of the few MPI functions allowed before MPI_Init.
@@ -106,4 +106,4 @@ std::uint64_t Communicator::max(std::uint64_t value) const {
     return out;
 }
 
-}  // namespace z2f::parallel
+}  // namespace z2f::mpi

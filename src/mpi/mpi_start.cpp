@@ -1,4 +1,4 @@
-#include "parallel/mpi_start.hpp"
+#include "mpi/mpi_start.hpp"
 
 #include <array>
 #include <cstdlib>
@@ -8,7 +8,7 @@
 
 #include "io/tcp_sockets.hpp"
 
-namespace z2f::parallel {
+namespace z2f::mpi {
 
 bool started_by_launcher() {
     // OpenMPI's mpirun/orted, PMIx (srun --mpi=pmix, prterun), PMI-1/2 (srun --mpi=pmi2,
@@ -70,4 +70,4 @@ void stop_mpi() {
         MPI_Finalize();
 }
 
-}  // namespace z2f::parallel
+}  // namespace z2f::mpi

@@ -2,7 +2,7 @@
 //
 // Started without a launcher (`zero2fp32-mpi CKPT OUT`, the one-rank case), the converter does
 // not start MPI at all: it is the only rank of its job, its communicator is this process alone
-// (parallel/communicator.hpp), and only metadata would ever cross MPI. MPI_Init costs even an
+// (mpi/communicator.hpp), and only metadata would ever cross MPI. MPI_Init costs even an
 // isolated singleton (below) 25-90 ms on the development machine (loading ~50 of OpenMPI's
 // components; hwloc reading the node's topology and devices from /sys): a tenth of converting
 // a 200M-parameter model from a warm page cache (docs/performance.md).
@@ -24,7 +24,7 @@
 // that never calls MPI.
 #pragma once
 
-namespace z2f::parallel {
+namespace z2f::mpi {
 
 // Whether the environment shows that an MPI launcher started this process.
 bool started_by_launcher();
@@ -39,4 +39,4 @@ void start_mpi_if_launched(int* argc, char*** argv);
 // MPI_Finalize, when MPI was started and is not finalized yet.
 void stop_mpi();
 
-}  // namespace z2f::parallel
+}  // namespace z2f::mpi

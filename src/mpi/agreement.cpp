@@ -1,10 +1,10 @@
-#include "parallel/agreement.hpp"
+#include "mpi/agreement.hpp"
 
 #include <algorithm>
 
 #include "common/wire_codec.hpp"
 
-namespace z2f::parallel {
+namespace z2f::mpi {
 
 std::vector<std::string> Agreement::distinct_messages() const {
     std::vector<std::string> out;
@@ -69,4 +69,4 @@ Agreement agree(const Communicator& comm, const Outcome& local) {
     return agreement;
 }
 
-}  // namespace z2f::parallel
+}  // namespace z2f::mpi

@@ -11,9 +11,9 @@
 #include <cstdint>
 #include <vector>
 
-#include "parallel/communicator.hpp"
+#include "mpi/communicator.hpp"
 
-namespace z2f::parallel {
+namespace z2f::mpi {
 
 class PeerChannel {
   public:
@@ -53,4 +53,4 @@ class PeerChannel {
     bool drained_ = false;
 };
 
-}  // namespace z2f::parallel
+}  // namespace z2f::mpi

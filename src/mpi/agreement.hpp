@@ -15,9 +15,9 @@
 #include <vector>
 
 #include "common/errors.hpp"
-#include "parallel/communicator.hpp"
+#include "mpi/communicator.hpp"
 
-namespace z2f::parallel {
+namespace z2f::mpi {
 
 enum class OutcomeKind : std::uint8_t { kOk, kFailed, kStopped };
 
@@ -79,4 +79,4 @@ Agreement agree(const Communicator& comm, const Outcome& local);
 std::vector<std::byte> encode_outcome(const Outcome& outcome);
 Outcome decode_outcome(std::span<const std::byte> bytes);
 
-}  // namespace z2f::parallel
+}  // namespace z2f::mpi
