@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# Issue 14's benchmark in one command: installs what is missing (fio, python3-matplotlib; see
+# The benchmark in one command: installs what is missing (fio, python3-matplotlib; see
 # scripts/install-deps.sh --bench), builds the Release binaries, and runs bench/bench.py with its
 # defaults: models 201m, 540m and 1.5b; warm and cold inputs (cold needs root); 1 and 2 ranks;
-# every I/O backend (direct, pread, mmap, copy_file_range); fp32 and bf16 output; universal
+# both write paths (--io direct and buffered); fp32 and bf16 output; universal
 # output at 1 and 2 ranks; three interleaved rounds; then the 405B W=512 metadata step. Each
 # round has the device's write limit (fio and dd, direct), cp + sync, the launcher's start-up
 # and, cold, fio direct reads of the needed input bytes. Any bench.py option may follow, e.g.

@@ -19,15 +19,11 @@ namespace z2f {
 // parameter's fp32 master and Adam moments in files of their own, to resume training at another
 // scale; the other three are Hugging Face formats.
 enum class OutputFormat : std::uint8_t { kSafetensors, kTorch, kHdf5, kUniversal };
-// How tensor bytes travel from the inputs to the outputs (README "Performance"):
-//   kDirect          output assembled in aligned blocks and written with O_DIRECT, several
-//                    blocks in flight (buffered where the file system refuses O_DIRECT);
-//                    inputs read as ReadMode says
-//   kPread           buffered pread/pwrite, the output pushed out of the page cache behind
-//   kMmap            inputs mapped in bounded windows, buffered writes as kPread
-//   kCopyFileRange   in-kernel copies where no byte needs converting or checking
-enum class IoBackend : std::uint8_t { kDirect, kPread, kMmap, kCopyFileRange };
-// How kDirect reads its inputs: buffered (a copy from the page cache, the fastest when the
+// How the output is written by the one copy engine (docs/io-engine.md): in aligned blocks,
+// several in flight, with O_DIRECT (kDirect: the page cache keeps none of it; buffered anyway
+// where the file system refuses O_DIRECT) or through the page cache (kBuffered).
+enum class IoBackend : std::uint8_t { kDirect, kBuffered };
+// How the inputs are read: buffered (a copy from the page cache, the fastest when the
 // checkpoint is cached), O_DIRECT (when it is not: reads the device without filling the
 // cache), or kAuto, which samples the cache (mincore) and picks per rank.
 enum class ReadMode : std::uint8_t { kAuto, kBuffered, kDirect };
@@ -99,7 +95,7 @@ struct Options {
     IoBackend io = IoBackend::kDirect;
     ReadMode read_mode = ReadMode::kAuto;
     std::uint64_t buffer_size = std::uint64_t{32} << 20;  // per rank; bounds its memory
-    // The direct-I/O block: the unit of every write (kDirect), and where files shared by
+    // The direct-I/O block: the unit of every write, and where files shared by
     // several ranks are cut (plan/ownership.hpp), so an input of the plan. A multiple of 4096.
     std::uint64_t block_size = std::uint64_t{4} << 20;
     // Check every input record read from against the CRC-32 of its zip directory entry.
@@ -133,11 +129,9 @@ struct EnumNames<OutputFormat> {
 };
 template <>
 struct EnumNames<IoBackend> {
-    static constexpr std::array<std::pair<IoBackend, std::string_view>, 4> kTable{{
+    static constexpr std::array<std::pair<IoBackend, std::string_view>, 2> kTable{{
         {IoBackend::kDirect, "direct"},
-        {IoBackend::kPread, "pread"},
-        {IoBackend::kMmap, "mmap"},
-        {IoBackend::kCopyFileRange, "copy_file_range"},
+        {IoBackend::kBuffered, "buffered"},
     }};
 };
 template <>

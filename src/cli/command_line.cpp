@@ -144,11 +144,12 @@ CommandLine parse_command_line(int argc, const char* const* argv) {
 
     po::options_description run("Run");
     run.add_options()("io", po::value<std::string>(),
-                      "direct (default: O_DIRECT writes of aligned blocks, several in "
-                      "flight), pread, mmap or copy_file_range (buffered writes)")(
+                      "how the output is written, in aligned blocks, several in flight: direct "
+                      "(default: O_DIRECT, nothing left in the page cache) or buffered (through "
+                      "the page cache)")(
         "read-mode", po::value<std::string>(),
-        "how --io direct reads the checkpoint: auto (default: buffered when it is in the page "
-        "cache, O_DIRECT when not), buffered or direct")(
+        "how the checkpoint is read: auto (default: buffered when it is in the page cache, "
+        "O_DIRECT when not), buffered or direct")(
         "buffer-size", po::value<std::string>(),
         "I/O buffer per rank (default 32MiB; same units as --max-shard-size); bounds memory "
         "use")("block-size", po::value<std::string>(),
@@ -323,7 +324,13 @@ CommandLine parse_command_line(int argc, const char* const* argv) {
         chosen.push_back(ShapeOption::kStripVocabPadding);
 
     if (vm.count("io") != 0) {
-        options.io = choose<IoBackend>("io", vm["io"].as<std::string>());
+        const std::string io = vm["io"].as<std::string>();
+        if (io == "pread" || io == "mmap" || io == "copy_file_range") {
+            throw_usage_error("--io " + io +
+                              " is gone: one engine writes every output (--io direct, the "
+                              "default, or --io buffered to write through the page cache)");
+        }
+        options.io = choose<IoBackend>("io", io);
     }
     if (vm.count("read-mode") != 0)
         options.read_mode = choose<ReadMode>("read-mode", vm["read-mode"].as<std::string>());

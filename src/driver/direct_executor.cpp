@@ -152,20 +152,43 @@ class TaskStream {
     std::uint64_t bytes_made_ = 0;  // output bytes of the tasks in ahead_
 };
 
-// Streams every task's range through the copier, publishing files as they reach the disk.
-template <typename Publish>
-void write_ranges(const run::RunPlan& plan, const RankTarget& target,
-                  const std::vector<const plan::WriteTask*>& mine, InputCheck* check,
-                  io::DirectCopier& copier, ExecuteReport& report, Publish& publish_durable) {
-    TaskStream stream(plan, mine, check, copier);
-    for (std::size_t i = 0; i < mine.size(); ++i) {
-        const DirectTask& work = stream.take(i);
+// What a range piece holds, kept after its copy to name what a mismatch hits (--verify).
+struct PieceLabel {
+    std::uint64_t offset = 0;
+    std::uint64_t length = 0;
+    io::RangePiece::Kind kind = io::RangePiece::Kind::kBytes;
+    std::string tensor;  // kSlot
+};
+
+// Builds task i's range and hands it to the copier: every task's byte range of the rank,
+// streamed through one copier, written (into the file's temp name) or compared (with the file
+// under its final name). `report` (writing) gets shared-file CRCs; `labels` (comparing) what
+// each range holds.
+class RangeStream {
+  public:
+    RangeStream(const run::RunPlan& plan, const RankTarget& target,
+                const std::vector<const plan::WriteTask*>& mine, InputCheck* check,
+                io::DirectCopier& copier, bool compare)
+        : plan_(plan),
+          target_(target),
+          compare_(compare),
+          copier_(copier),
+          tasks_(plan, mine, check, copier) {}
+
+    // Copies task i (tasks in order); returns its slot CRCs.
+    std::vector<std::uint32_t> copy(std::size_t i, ExecuteReport* report,
+                                    std::vector<std::vector<PieceLabel>>* labels) {
+        const DirectTask& work = tasks_.take(i);
         const plan::WriteTask& task = *work.task;
-        const run::OutputFileRecord& record = plan.files[task.file];
+        const run::OutputFileRecord& record = plan_.files[task.file];
         const output::OutputFileLayout& layout = record.layout;
         const std::vector<output::TailPlacement> tail = output::crc_tail_placements(layout);
+        const bool shared = record.is_shared();
+        if (!shared && task.slot_begin != 0)
+            throw_internal_error("the one task of '" + record.name() + "' skips slots");
         io::RangeCopy range;
-        range.path = temp_path(target.output_dir, record.name());
+        range.path = compare_ ? final_path(target_.output_dir, record)
+                              : temp_path(target_.output_dir, record.name());
         range.begin = task.begin;
         range.end = task.end;
         if (task.end == layout.size)
@@ -173,40 +196,68 @@ void write_ranges(const run::RunPlan& plan, const RankTarget& target,
         range.tag = i;
         range.pieces = range_pieces(layout, work, tail);
         range.slots = work.copies;
-        const bool shared = record.is_shared();
-        if (!shared && task.slot_begin != 0)
-            throw_internal_error("the one task of '" + record.name() + "' skips slots");
         range.deferred = [&](const io::RangePiece& piece, std::span<const std::uint32_t> crcs) {
             if (shared)
-                return std::vector<std::byte>(piece.length, std::byte{0});
+                return shared_tail_bytes(range.path, piece);
             // One task writes all the slots, in order: its CRCs are indexed like the layout's.
             return output::crc_tail_bytes(layout, tail.at(static_cast<std::size_t>(piece.tail)),
                                           crcs);
         };
-        report.temp_files.push_back(range.path);
-        std::vector<std::uint32_t> crcs = copier.copy(range);
-        if (shared)
-            note_shared_crcs(task, layout, work.parts, crcs, report);
-        publish_durable(copier.take_durable());
+        if (labels != nullptr) {
+            std::vector<PieceLabel>& mine = labels->emplace_back();
+            for (const io::RangePiece& piece : range.pieces) {
+                mine.push_back({piece.offset, piece.length, piece.kind,
+                                piece.kind == io::RangePiece::Kind::kSlot
+                                    ? std::string(range.slots[piece.slot].name)
+                                    : std::string()});
+            }
+        }
+        if (report != nullptr)
+            report->temp_files.push_back(range.path);
+        std::vector<std::uint32_t> crcs = copier_.copy(range);
+        if (shared && report != nullptr)
+            note_shared_crcs(task, layout, work.parts, crcs, *report);
+        return crcs;
     }
-    copier.drain();
-    publish_durable(copier.take_durable());
+
+  private:
+    // The CRC-dependent bytes of a file several ranks write are known only to its lead, once
+    // every rank's CRCs are: written as zeros, patched by the lead (finalize_shared_file);
+    // compared by the lead too (verify_shared_tails), so here they are the file's own bytes.
+    std::vector<std::byte> shared_tail_bytes(const std::string& path,
+                                             const io::RangePiece& piece) const {
+        std::vector<std::byte> bytes(piece.length, std::byte{0});
+        if (compare_)
+            io::File::open_read(path).read_exact(piece.offset, bytes);
+        return bytes;
+    }
+
+    const run::RunPlan& plan_;
+    const RankTarget& target_;
+    bool compare_;
+    io::DirectCopier& copier_;
+    TaskStream tasks_;
+};
+
+// One copier for the rank's tasks, sampling its reads to tell warm inputs from cold.
+io::DirectCopier make_copier(const run::RunPlan& plan,
+                             const std::vector<const plan::WriteTask*>& mine,
+                             io::InputFiles& inputs, const io::DirectCopyOptions& options) {
+    std::vector<std::string> paths;
+    for (const InputFile& input : plan.tensors.inputs)
+        paths.push_back(input.path);
+    const std::vector<io::ReadRange> sample = options.read_mode == ReadMode::kAuto
+                                                  ? read_spans(plan, mine)
+                                                  : std::vector<io::ReadRange>{};
+    return io::DirectCopier(inputs, std::move(paths), sample, options);
 }
 
 }  // namespace
 
-void execute_tasks_direct(const run::RunPlan& plan, const RankTarget& target,
-                          io::InputFiles& inputs, const io::DirectCopyOptions& options,
-                          ExecuteReport& report, InputCheck* check) {
+void execute_tasks(const run::RunPlan& plan, const RankTarget& target, io::InputFiles& inputs,
+                   const io::DirectCopyOptions& options, ExecuteReport& report, InputCheck* check) {
     const std::vector<const plan::WriteTask*> mine = tasks_to_write(plan, target.rank);
-
-    std::vector<std::string> paths;
-    for (const InputFile& input : plan.tensors.inputs)
-        paths.push_back(input.path);
-    const std::vector<io::ReadRange> sample = options.read_mode == io::ReadMode::kAuto
-                                                  ? read_spans(plan, mine)
-                                                  : std::vector<io::ReadRange>{};
-    io::DirectCopier copier(inputs, std::move(paths), sample, options);
+    io::DirectCopier copier = make_copier(plan, mine, inputs, options);
     if (check != nullptr) {
         check->piece_crcs.assign(check->plan.pieces.size(), 0);
         copier.collect_piece_crcs(check->piece_crcs);
@@ -227,7 +278,13 @@ void execute_tasks_direct(const run::RunPlan& plan, const RankTarget& target,
     };
 
     try {
-        write_ranges(plan, target, mine, check, copier, report, publish_durable);
+        RangeStream ranges(plan, target, mine, check, copier, false);
+        for (std::size_t i = 0; i < mine.size(); ++i) {
+            ranges.copy(i, &report, nullptr);
+            publish_durable(copier.take_durable());
+        }
+        copier.drain();
+        publish_durable(copier.take_durable());
     } catch (...) {
         // Files already on disk are complete: they keep their final names for --resume.
         try {
@@ -239,6 +296,58 @@ void execute_tasks_direct(const run::RunPlan& plan, const RankTarget& target,
     }
     if (check != nullptr)
         read_extra_pieces(copier, target.rank, *check, plan.tensors.records);
+}
+
+std::vector<VerifyFinding> verify_tasks(const run::RunPlan& plan, const RankTarget& target,
+                                        io::InputFiles& inputs, io::DirectCopyOptions options,
+                                        InputCheck* check, std::vector<SlotCrc>& shared_crcs) {
+    options.compare = true;
+    const std::vector<const plan::WriteTask*> mine = tasks_to_write(plan, target.rank);
+    io::DirectCopier copier = make_copier(plan, mine, inputs, options);
+    if (check != nullptr) {
+        check->piece_crcs.assign(check->plan.pieces.size(), 0);
+        copier.collect_piece_crcs(check->piece_crcs);
+    }
+    std::vector<std::vector<PieceLabel>> labels;
+    ExecuteReport crcs;  // the CRCs of shared files' slots, for their leads
+    RangeStream ranges(plan, target, mine, check, copier, true);
+    for (std::size_t i = 0; i < mine.size(); ++i)
+        ranges.copy(i, &crcs, &labels);
+    copier.drain();
+    shared_crcs = std::move(crcs.shared_crcs);
+
+    // Each mismatch named by the pieces it hits, once per file and thing.
+    std::vector<VerifyFinding> findings;
+    auto add = [&](std::uint32_t file, std::string what) {
+        for (const VerifyFinding& finding : findings) {
+            if (finding.file == file && finding.what == what)
+                return;
+        }
+        findings.push_back({file, std::move(what)});
+    };
+    for (const io::DirectWriter::Mismatch& mismatch : copier.take_mismatches()) {
+        const std::uint32_t file = mine.at(mismatch.tag)->file;
+        for (const PieceLabel& piece : labels.at(mismatch.tag)) {
+            const std::uint64_t from = std::max(piece.offset, mismatch.begin);
+            const std::uint64_t to = std::min(piece.offset + piece.length, mismatch.end);
+            if (from >= to)
+                continue;
+            switch (piece.kind) {
+                case io::RangePiece::Kind::kSlot:
+                    add(file, "tensor '" + piece.tensor + "' differs from the checkpoint");
+                    break;
+                case io::RangePiece::Kind::kBytes:
+                    add(file, "header bytes at offset " + std::to_string(from) + " differ");
+                    break;
+                case io::RangePiece::Kind::kDeferred:
+                    add(file, "zip directory bytes at offset " + std::to_string(from) + " differ");
+                    break;
+            }
+        }
+    }
+    if (check != nullptr)
+        read_extra_pieces(copier, target.rank, *check, plan.tensors.records);
+    return findings;
 }
 
 }  // namespace z2f::driver

@@ -9,37 +9,11 @@
 #include "driver/executor.hpp"
 #include "driver/input_check_phase.hpp"
 #include "io/input_files.hpp"
+#include "io/signals.hpp"
 #include "mpi/peer_channel.hpp"
 
 namespace z2f::driver {
 namespace {
-
-io::CopyOptions copy_options(const Options& options) {
-    io::CopyOptions copy;
-    copy.backend = options.io;
-    copy.buffer_size = static_cast<std::size_t>(options.buffer_size);
-    return copy;
-}
-
-io::DirectCopyOptions direct_options(const Options& options,
-                                     std::function<void(std::uint64_t)> on_progress) {
-    io::DirectCopyOptions direct;
-    direct.buffer_size = static_cast<std::size_t>(options.buffer_size);
-    direct.block_size = static_cast<std::size_t>(options.block_size);
-    switch (options.read_mode) {
-        case ReadMode::kAuto:
-            direct.read_mode = io::ReadMode::kAuto;
-            break;
-        case ReadMode::kBuffered:
-            direct.read_mode = io::ReadMode::kBuffered;
-            break;
-        case ReadMode::kDirect:
-            direct.read_mode = io::ReadMode::kDirect;
-            break;
-    }
-    direct.on_progress = std::move(on_progress);
-    return direct;
-}
 
 // Every rank's list of files, merged and sorted on every rank.
 std::vector<std::uint32_t> gather_files(const mpi::Communicator& comm,
@@ -55,33 +29,6 @@ std::vector<std::uint32_t> gather_files(const mpi::Communicator& comm,
     }
     std::sort(all.begin(), all.end());
     all.erase(std::unique(all.begin(), all.end()), all.end());
-    return all;
-}
-
-std::vector<SlotCrc> gather_crcs(const mpi::Communicator& comm, const std::vector<SlotCrc>& mine) {
-    WireWriter out;
-    out.sequence(mine, [](WireWriter& w, const SlotCrc& crc) {
-        w.u32(crc.file);
-        w.u32(crc.slot);
-        w.u64(crc.skip);
-        w.u64(crc.length);
-        w.u32(crc.crc);
-    });
-    std::vector<SlotCrc> all;
-    for (const auto& bytes : comm.all_gather(out.bytes())) {
-        WireReader in(bytes, "slot CRCs");
-        std::vector<SlotCrc> crcs = in.sequence(28, [](WireReader& r) {
-            SlotCrc crc;
-            crc.file = r.u32();
-            crc.slot = r.u32();
-            crc.skip = r.u64();
-            crc.length = r.u64();
-            crc.crc = r.u32();
-            return crc;
-        });
-        in.expect_end();
-        all.insert(all.end(), crcs.begin(), crcs.end());
-    }
     return all;
 }
 
@@ -119,29 +66,31 @@ ExecuteOutcome execute_and_finalize(PhaseRunner& phases, const run::RunPlan& pla
         observer->progress_started(plan.bytes_to_write());
 
     std::uint64_t done = 0;
-    io::CopyOptions copy = copy_options(options);
+    io::DirectCopyOptions copy = copy_options(options);
+    // Between buffers: a termination signal or another rank's failure stops the copy (the
+    // copier throws CopyStopped, turned below into what it means).
     copy.on_progress = [&](std::uint64_t bytes) {
         done += bytes;
-        throw_if_interrupted();
-        if (channel.peer_failed())
-            throw mpi::StoppedByPeer{};
+        if (io::termination_signal() != 0 || channel.peer_failed())
+            return false;
         if (comm.is_root()) {
             if (observer != nullptr)
                 observer->progress(channel.total_progress(done));
         } else {
             channel.report_progress(done);
         }
+        return true;
     };
     ExecuteReport report;
     std::optional<InputCheck> check;
     mpi::Outcome outcome = mpi::capture([&] {
         throw_if_interrupted();
         check = prepare_input_check(phases, plan, options);
-        if (options.io == IoBackend::kDirect) {
-            execute_tasks_direct(plan, target, inputs, direct_options(options, copy.on_progress),
-                                 report, check ? &*check : nullptr);
-        } else {
+        try {
             execute_tasks(plan, target, inputs, copy, report, check ? &*check : nullptr);
+        } catch (const io::CopyStopped&) {
+            throw_if_interrupted();
+            throw mpi::StoppedByPeer{};
         }
     });
     if (outcome.kind == mpi::OutcomeKind::kFailed)
@@ -173,7 +122,7 @@ ExecuteOutcome execute_and_finalize(PhaseRunner& phases, const run::RunPlan& pla
     }
     // Every rank's finished files and shared-file CRCs, for the report or the tails.
     std::vector<std::uint32_t> completed = gather_files(comm, report.completed_files);
-    std::vector<SlotCrc> crcs = gather_crcs(comm, report.shared_crcs);
+    std::vector<SlotCrc> crcs = gather_slot_crcs(comm, report.shared_crcs);
     if (result.ok) {
         result.ok = phases.run("finalize", [&] {
             for (std::uint32_t f = 0; f < plan.files.size(); ++f) {

@@ -5,6 +5,7 @@
 
 #include "common/crc32.hpp"
 #include "common/errors.hpp"
+#include "common/wire_codec.hpp"
 #include "driver/output_dir.hpp"
 #include "driver/task_copies.hpp"
 #include "io/posix_file.hpp"
@@ -70,36 +71,41 @@ std::vector<std::uint32_t> join_slot_crcs(const run::OutputFileRecord& record, s
     return crcs;
 }
 
-void execute_tasks(const run::RunPlan& plan, const RankTarget& target, io::InputFiles& inputs,
-                   const io::CopyOptions& copy, ExecuteReport& report, InputCheck* check) {
-    io::ExtentCopier copier(inputs, copy);
-    if (check != nullptr) {
-        check->piece_crcs.assign(check->plan.pieces.size(), 0);
-        copier.collect_piece_crcs(check->piece_crcs);
+std::vector<SlotCrc> gather_slot_crcs(const mpi::Communicator& comm,
+                                      const std::vector<SlotCrc>& mine) {
+    WireWriter out;
+    out.sequence(mine, [](WireWriter& w, const SlotCrc& crc) {
+        w.u32(crc.file);
+        w.u32(crc.slot);
+        w.u64(crc.skip);
+        w.u64(crc.length);
+        w.u32(crc.crc);
+    });
+    std::vector<SlotCrc> all;
+    for (const auto& bytes : comm.all_gather(out.bytes())) {
+        WireReader in(bytes, "slot CRCs");
+        std::vector<SlotCrc> crcs = in.sequence(28, [](WireReader& r) {
+            SlotCrc crc;
+            crc.file = r.u32();
+            crc.slot = r.u32();
+            crc.skip = r.u64();
+            crc.length = r.u64();
+            crc.crc = r.u32();
+            return crc;
+        });
+        in.expect_end();
+        all.insert(all.end(), crcs.begin(), crcs.end());
     }
-    for (const plan::WriteTask* task : tasks_to_write(plan, target.rank)) {
-        const run::OutputFileRecord& record = plan.files[task->file];
-        const output::OutputFileLayout& layout = record.layout;
-        const std::string temp = temp_path(target.output_dir, record.name());
-        io::File file = io::File::open_write(temp);
-        report.temp_files.push_back(temp);
-        file.truncate(layout.size);
-        write_regions(file, run::clip_regions(layout.fixed, task->begin, task->end));
-        const std::vector<run::SlotPart> parts = run::slot_parts(plan, *task);
-        std::vector<io::SlotCopy> copies = slot_copies(plan, *task, parts, check);
-        std::vector<std::uint32_t> crcs = copier.copy(file, copies);
-        if (!record.is_shared()) {
-            write_regions(file, run::clip_regions(output::crc_tail(layout, crcs), 0, layout.size));
-            publish(target.output_dir, record, file);
-            report.completed_files.push_back(task->file);
-            report.temp_files.pop_back();
-        } else {
-            file.sync();
-            note_shared_crcs(*task, layout, parts, crcs, report);
-        }
-    }
-    if (check != nullptr)
-        read_extra_pieces(copier, target.rank, *check, plan.tensors.records);
+    return all;
+}
+
+io::DirectCopyOptions copy_options(const Options& options) {
+    io::DirectCopyOptions copy;
+    copy.buffer_size = static_cast<std::size_t>(options.buffer_size);
+    copy.block_size = static_cast<std::size_t>(options.block_size);
+    copy.read_mode = options.read_mode;
+    copy.direct_writes = options.io == IoBackend::kDirect;
+    return copy;
 }
 
 void finalize_shared_file(const run::RunPlan& plan, const std::string& output_dir,
@@ -131,58 +137,27 @@ void remove_temp_files(const run::RunPlan& plan, const RankTarget& target,
     }
 }
 
-std::vector<VerifyFinding> verify_tasks(const run::RunPlan& plan, const RankTarget& target,
-                                        io::InputFiles& inputs, const io::CopyOptions& copy,
-                                        InputCheck* check) {
-    io::CopyOptions options = copy;
-    options.compare = true;
-    options.backend = copy.backend == IoBackend::kCopyFileRange ? IoBackend::kPread : copy.backend;
-    io::ExtentCopier copier(inputs, options);
-    if (check != nullptr) {
-        check->piece_crcs.assign(check->plan.pieces.size(), 0);
-        copier.collect_piece_crcs(check->piece_crcs);
-    }
-    std::vector<VerifyFinding> mismatches;
-    for (const plan::WriteTask* task : plan.tasks_of(target.rank)) {
-        const run::OutputFileRecord& record = plan.files[task->file];
-        if (record.skip)
+std::vector<VerifyFinding> verify_shared_tails(const run::RunPlan& plan, const RankTarget& target,
+                                               const std::vector<SlotCrc>& all_crcs) {
+    std::vector<VerifyFinding> findings;
+    for (std::uint32_t f = 0; f < plan.files.size(); ++f) {
+        const run::OutputFileRecord& record = plan.files[f];
+        if (!plan.is_shared(f) || record.skip || !record.layout.has_crc_tail() ||
+            plan.lead_of(f).rank != target.rank)
             continue;
-        const output::OutputFileLayout& layout = record.layout;
         io::File file = io::File::open_read(final_path(target.output_dir, record));
-        if (file.size() != layout.size) {
-            mismatches.push_back({task->file, "size " + std::to_string(file.size()) +
-                                                  ", expected " + std::to_string(layout.size)});
-            continue;
-        }
-        auto check_regions = [&](const std::vector<run::ClippedRegion>& regions, const char* what) {
-            for (const run::ClippedRegion& region : regions) {
-                std::vector<std::byte> actual(region.bytes.size());
-                file.read_exact(region.offset, actual);
-                if (!std::equal(actual.begin(), actual.end(), region.bytes.begin())) {
-                    mismatches.push_back({task->file, std::string(what) + " bytes at offset " +
-                                                          std::to_string(region.offset) +
-                                                          " differ"});
-                }
+        const std::vector<output::FixedRegion> tail =
+            output::crc_tail(record.layout, join_slot_crcs(record, f, all_crcs));
+        for (const run::ClippedRegion& region : run::clip_regions(tail, 0, record.layout.size)) {
+            std::vector<std::byte> found(region.bytes.size());
+            file.read_exact(region.offset, found);
+            if (!std::equal(found.begin(), found.end(), region.bytes.begin())) {
+                findings.push_back({f, "zip directory bytes at offset " +
+                                           std::to_string(region.offset) + " differ"});
             }
-        };
-        check_regions(run::clip_regions(layout.fixed, task->begin, task->end), "header");
-        const std::vector<run::SlotPart> parts = run::slot_parts(plan, *task);
-        std::vector<io::SlotCopy> copies = slot_copies(plan, *task, parts, check);
-        io::ExtentCopier::Comparison result = copier.compare(file, copies);
-        for (std::size_t i = 0; i < copies.size(); ++i) {
-            if (result.mismatched[i]) {
-                mismatches.push_back({task->file, "tensor '" + std::string(copies[i].name) +
-                                                      "' differs from the checkpoint"});
-            }
-        }
-        if (!record.is_shared()) {
-            check_regions(run::clip_regions(output::crc_tail(layout, result.crcs), 0, layout.size),
-                          "zip directory");
         }
     }
-    if (check != nullptr)
-        read_extra_pieces(copier, target.rank, *check, plan.tensors.records);
-    return mismatches;
+    return findings;
 }
 
 }  // namespace z2f::driver

@@ -1,19 +1,21 @@
-// The execute phase on one rank: write the tasks this rank owns (run/run_plan.hpp).
+// What the execute phase shares between its ranks' work (direct_executor.hpp) and its
+// collective steps (execute_phase.hpp): where a rank writes, what it did (for the clean-up after
+// a failure), the input CRC check's pieces, and the files several ranks write.
 //
-// A task writes its slots (and, as its file's lead, the fixed regions) into `<name>.tmp`,
-// created at the file's full size. A file written by a single task is finished on the spot:
-// the CRC tail is appended from the slots' CRCs, the file is fsynced and renamed to its final
-// name, so that `--resume` can trust it. A file shared by several tasks is fsynced by each, and
-// finished by its lead once all ranks agree (`finalize_shared_file`), using the slot CRCs
-// gathered from every rank.
+// A file written by several tasks (ranks) is written under its temp name by each; its lead
+// finishes it once all ranks agree (finalize_shared_file): the CRC tail of a torch zip from
+// every rank's slot CRCs, fsync, rename. --verify compares such a tail the same way
+// (verify_shared_tails).
 #pragma once
 
 #include <cstdint>
+#include <span>
 #include <string>
 #include <vector>
 
-#include "io/extent_copier.hpp"
+#include "io/direct_copier.hpp"
 #include "io/input_files.hpp"
+#include "mpi/communicator.hpp"
 #include "run/input_check.hpp"
 #include "run/run_plan.hpp"
 #include "run/task_parts.hpp"
@@ -50,11 +52,6 @@ struct InputCheck {
     std::vector<std::uint32_t> piece_crcs;  // indexed like plan.pieces
 };
 
-// `check` (may be null) receives the CRCs of this rank's check pieces: those read while copying
-// and, after the tasks, the extra reads.
-void execute_tasks(const run::RunPlan& plan, const RankTarget& target, io::InputFiles& inputs,
-                   const io::CopyOptions& copy, ExecuteReport& report, InputCheck* check);
-
 // Records the CRCs of a task's slot parts (`crcs`, one per part) when its file is a shared
 // torch zip file.
 void note_shared_crcs(const plan::WriteTask& task, const output::OutputFileLayout& layout,
@@ -65,6 +62,13 @@ void note_shared_crcs(const plan::WriteTask& task, const output::OutputFileLayou
 // internal error when the parts do not tile every slot.
 std::vector<std::uint32_t> join_slot_crcs(const run::OutputFileRecord& record, std::uint32_t file,
                                           const std::vector<SlotCrc>& all_crcs);
+
+// Every rank's slot CRCs of shared files, on every rank (collective).
+std::vector<SlotCrc> gather_slot_crcs(const mpi::Communicator& comm,
+                                      const std::vector<SlotCrc>& mine);
+
+// The copy engine's options as the run's options ask (buffer, block, read mode, --io).
+io::DirectCopyOptions copy_options(const Options& options);
 
 // Lead of a shared file: writes the CRC tail (a torch zip's), fsyncs, renames.
 void finalize_shared_file(const run::RunPlan& plan, const std::string& output_dir,
@@ -81,11 +85,9 @@ struct VerifyFinding {
     std::string what;  // "tensor 'x' differs from the checkpoint", "header bytes at ... differ"
 };
 
-// Re-reads this rank's tasks in the final files and compares every byte with what the sources
-// give (fixed regions, converted tensor bytes, CRC tails); files marked `skip` are left out
-// (the caller found them missing or of the wrong size). Only reads. One finding per mismatch.
-std::vector<VerifyFinding> verify_tasks(const run::RunPlan& plan, const RankTarget& target,
-                                        io::InputFiles& inputs, const io::CopyOptions& copy,
-                                        InputCheck* check);
+// Lead of shared torch zip files not marked `skip`: compares each one's CRC tail (from every
+// rank's slot CRCs) with the file. Only reads.
+std::vector<VerifyFinding> verify_shared_tails(const run::RunPlan& plan, const RankTarget& target,
+                                               const std::vector<SlotCrc>& all_crcs);
 
 }  // namespace z2f::driver

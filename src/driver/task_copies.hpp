@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "driver/executor.hpp"
-#include "io/extent_copier.hpp"
+#include "io/direct_copier.hpp"
 #include "run/run_plan.hpp"
 #include "run/task_parts.hpp"
 

@@ -6,6 +6,7 @@
 #include "common/byte_size.hpp"
 #include "common/errors.hpp"
 #include "common/wire_codec.hpp"
+#include "driver/direct_executor.hpp"
 #include "driver/executor.hpp"
 #include "driver/input_check_phase.hpp"
 #include "driver/output_dir.hpp"
@@ -76,11 +77,9 @@ bool verify_outputs(PhaseRunner& phases, run::RunPlan& plan, const std::string& 
     std::vector<std::byte> bytes = phases.comm().broadcast(std::move(present_files));
 
     std::vector<VerifyFinding> mine;
+    std::vector<SlotCrc> shared_crcs;
     std::optional<InputCheck> check;
     io::InputFiles inputs(plan.tensors.inputs, io::InputFiles::default_capacity());
-    io::CopyOptions copy;
-    copy.backend = options.io;
-    copy.buffer_size = static_cast<std::size_t>(options.buffer_size);
     ok = phases.run("verify", [&] {
         WireReader in(bytes, "files to verify");
         std::vector<bool> skip(plan.files.size(), true);
@@ -92,8 +91,17 @@ bool verify_outputs(PhaseRunner& phases, run::RunPlan& plan, const std::string& 
         in.expect_end();
         plan.apply_resume(skip);  // "skip" here: not compared
         check = prepare_input_check(phases, plan, options);
-        mine = verify_tasks(plan, RankTarget{output_dir, phases.rank()}, inputs, copy,
-                            check ? &*check : nullptr);
+        mine = verify_tasks(plan, RankTarget{output_dir, phases.rank()}, inputs,
+                            copy_options(options), check ? &*check : nullptr, shared_crcs);
+    });
+    if (!ok)
+        return false;
+    // The CRC tails of files several ranks wrote, by their leads, from every rank's CRCs.
+    const std::vector<SlotCrc> all_crcs = gather_slot_crcs(phases.comm(), shared_crcs);
+    ok = phases.run("verify", [&] {
+        for (VerifyFinding& finding :
+             verify_shared_tails(plan, RankTarget{output_dir, phases.rank()}, all_crcs))
+            mine.push_back(std::move(finding));
     });
     if (!ok)
         return false;

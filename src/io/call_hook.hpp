@@ -1,7 +1,7 @@
 // The seam under every file-system call of the I/O module, for tests.
 //
-// Before each system call on a file or folder (posix_file.cpp, the io_uring engine, the mapped
-// windows), the module asks the installed hook whether the call should fail with an errno or,
+// Before each system call on a file or folder (posix_file.cpp, the io_uring engine), the module
+// asks the installed hook whether the call should fail with an errno or,
 // for a read or a write, move fewer bytes than asked. Tests install one to make the Nth open,
 // read, write, sync, truncate, rename, unlink, mkdir, close or directory sync fail in turn
 // (tests/support/fault_plan.hpp), the way LevelDB's Env or SQLite's VFS make every I/O call
@@ -25,8 +25,8 @@ namespace z2f::io {
 
 enum class IoCall : std::uint8_t {
     kOpen,           // open(2) of a file or folder
-    kRead,           // pread, a mapping's population
-    kWrite,          // pwrite, copy_file_range
+    kRead,           // pread
+    kWrite,          // pwrite
     kSync,           // fsync, fdatasync, sync_file_range's wait
     kTruncate,       // ftruncate, fallocate
     kRename,         // rename(2)

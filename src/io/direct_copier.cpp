@@ -41,13 +41,15 @@ DirectWriterOptions writer_options(const DirectCopyOptions& options, bool direct
     writer.memory_budget = at_least_a_block(options.buffer_size / (direct_reads ? 4 : 2));
     writer.block_size = side_block(writer.memory_budget, options.block_size);
     writer.blocks_in_flight = 8;
+    writer.direct = options.direct_writes;
+    writer.compare = options.compare;
     return writer;
 }
 
 DirectReaderOptions reader_options(const DirectCopyOptions& options) {
     DirectReaderOptions reader;
     reader.engine = options.read_engine;
-    reader.mode = io::ReadMode::kDirect;
+    reader.mode = ReadMode::kDirect;
     reader.memory_budget = at_least_a_block(options.buffer_size / 2);
     reader.block_size = side_block(reader.memory_budget, options.block_size);
     reader.blocks_in_flight = 8;
@@ -56,14 +58,14 @@ DirectReaderOptions reader_options(const DirectCopyOptions& options) {
 }
 
 // kAuto reads buffered when there is nothing to sample or enough of the sample is cached.
-io::ReadMode resolve_read_mode(io::ReadMode asked, std::span<const ReadRange> sample,
-                               double sampled_fraction) {
-    if (asked != io::ReadMode::kAuto)
+ReadMode resolve_read_mode(ReadMode asked, std::span<const ReadRange> sample,
+                           double sampled_fraction) {
+    if (asked != ReadMode::kAuto)
         return asked;
     bool any_bytes = std::any_of(sample.begin(), sample.end(),
                                  [](const ReadRange& range) { return range.length > 0; });
-    return !any_bytes || sampled_fraction >= kWarmThreshold ? io::ReadMode::kBuffered
-                                                            : io::ReadMode::kDirect;
+    return !any_bytes || sampled_fraction >= kWarmThreshold ? ReadMode::kBuffered
+                                                            : ReadMode::kDirect;
 }
 
 }  // namespace
@@ -72,11 +74,10 @@ DirectCopier::DirectCopier(InputFiles& inputs, std::vector<std::string> paths,
                            std::span<const ReadRange> sample, const DirectCopyOptions& options)
     : inputs_(inputs),
       options_(options),
-      sampled_fraction_(options.read_mode == io::ReadMode::kAuto
+      sampled_fraction_(options.read_mode == ReadMode::kAuto
                             ? sample_cached_fraction(paths, sample, kWarmSamples)
                             : -1.0),
-      reader_(resolve_read_mode(options.read_mode, sample, sampled_fraction_) ==
-                      io::ReadMode::kDirect
+      reader_(resolve_read_mode(options.read_mode, sample, sampled_fraction_) == ReadMode::kDirect
                   ? std::make_unique<DirectReader>(std::move(paths), std::vector<ReadRange>{},
                                                    reader_options(options))
                   : nullptr),
@@ -94,8 +95,8 @@ void DirectCopier::add_reads(std::span<const ReadRange> reads) {
 DirectCopier::~DirectCopier() = default;
 
 void DirectCopier::progress(std::uint64_t bytes) {
-    if (options_.on_progress)
-        options_.on_progress(bytes);
+    if (options_.on_progress && !options_.on_progress(bytes))
+        throw CopyStopped{};
 }
 
 std::vector<std::uint32_t> DirectCopier::copy(const RangeCopy& range) {

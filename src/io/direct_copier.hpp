@@ -46,10 +46,12 @@
 #include <string>
 #include <vector>
 
+#include "common/dtype.hpp"
+#include "common/extent.hpp"
 #include "io/aligned_buffer.hpp"
+#include "io/check_ranges.hpp"
 #include "io/direct_reader.hpp"
 #include "io/direct_writer.hpp"
-#include "io/extent_copier.hpp"
 #include "io/input_files.hpp"
 
 namespace z2f::io {
@@ -57,12 +59,40 @@ namespace z2f::io {
 struct DirectCopyOptions {
     std::size_t buffer_size = std::size_t{16} << 20;
     std::size_t block_size = std::size_t{4} << 20;  // the plan's block: writer blocks at most this
-    io::ReadMode read_mode = io::ReadMode::kAuto;
+    ReadMode read_mode = ReadMode::kAuto;
     IoEngine write_engine = IoEngine::kThreads;  // docs/io-engine.md
     IoEngine read_engine = IoEngine::kIoUring;
-    // Called after every chunk with the number of output bytes it completed; may throw to stop
-    // the copy (an error elsewhere, a termination signal).
-    std::function<void(std::uint64_t)> on_progress;
+    // false (--io buffered): the outputs are written through the page cache.
+    bool direct_writes = true;
+    // Compare each range with the file already there instead of writing it (--verify):
+    // take_mismatches() says where they differ. Nothing is written.
+    bool compare = false;
+    // Called after every chunk with the number of output bytes it completed; returns false to
+    // stop the copy (an error elsewhere, a termination signal): the copy then throws
+    // CopyStopped, and the caller, who knows why, says so.
+    std::function<bool(std::uint64_t)> on_progress;
+};
+
+// Thrown by a copy that on_progress asked to stop.
+struct CopyStopped {};
+
+// One tensor to place: its source extents (their concatenation is the tensor's data in
+// `source_dtype`), the dtype it is written in, its output slot, and whether the slot's CRC-32
+// is wanted. `name` only serves error messages.
+struct SlotCopy {
+    std::span<const SourceExtent> extents;
+    DType source_dtype = DType::kF32;
+    DType output_dtype = DType::kF32;
+    std::uint64_t offset = 0;
+    std::uint64_t length = 0;  // output bytes
+    bool want_crc = false;
+    std::string_view name;
+    // Input CRC check: ranges of the extents whose raw bytes (as read, before any conversion)
+    // go into check pieces, ordered by extent, then offset.
+    std::span<const CrcRange> check_ranges;
+    // An averaged tensor: its bytes are the element-wise mean of these streams (source dtype,
+    // replica_mean.hpp), and `extents` is empty; the input check reads replicas on its own.
+    std::span<const std::vector<SourceExtent>> replicas;
 };
 
 // One piece of a range, in file order.
@@ -114,6 +144,8 @@ class DirectCopier {
     void drain() { writer_.drain(); }
     // After an error: the ranges on disk not yet taken (direct_writer.hpp), never throws.
     std::vector<std::uint64_t> settle() noexcept { return writer_.settle(); }
+    // With `compare`: where the ranges compared so far differ from their files.
+    std::vector<DirectWriter::Mismatch> take_mismatches() { return writer_.take_mismatches(); }
 
     // Where the CRCs of check pieces go (indexed by CrcRange::piece); must outlive the copies.
     void collect_piece_crcs(std::span<std::uint32_t> crcs) noexcept { piece_crcs_ = crcs; }

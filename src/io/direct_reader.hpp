@@ -68,6 +68,7 @@
 #include "io/aligned_buffer.hpp"
 #include "io/async_io.hpp"
 #include "io/posix_file.hpp"
+#include "zero2fp32/options.hpp"  // ReadMode
 
 namespace z2f::io {
 
@@ -76,8 +77,6 @@ struct ReadRange {
     std::uint64_t offset = 0;
     std::uint64_t length = 0;
 };
-
-enum class ReadMode : std::uint8_t { kAuto, kDirect, kBuffered };
 
 struct DirectReaderOptions {
     // io_uring: as fast as threads for direct reads, twice as fast buffered (docs/io-engine.md).

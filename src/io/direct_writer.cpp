@@ -22,12 +22,15 @@ constexpr std::size_t kHugePage = std::size_t{2} << 20;
 DirectWriter::DirectWriter(const DirectWriterOptions& options, std::unique_ptr<AsyncIo> engine)
     : options_(options) {
     // Blocks: whole pages, at most the budget between them.
+    // Comparing needs a second block per block, for the file's bytes: the same budget holds
+    // half as many.
+    const std::size_t budget = options.compare ? options.memory_budget / 2 : options.memory_budget;
     std::size_t block =
         std::max<std::size_t>(options.block_size / kRangeAlignment, 1) * kRangeAlignment;
     std::size_t count =
-        std::min(std::max<std::size_t>(options.blocks_in_flight, 1), options.memory_budget / block);
+        std::min(std::max<std::size_t>(options.blocks_in_flight, 1), budget / block);
     if (count == 0) {
-        block = std::max<std::size_t>(options.memory_budget / kRangeAlignment, 1) * kRangeAlignment;
+        block = std::max<std::size_t>(budget / kRangeAlignment, 1) * kRangeAlignment;
         count = 1;
     }
     block_size_ = block;
@@ -35,6 +38,8 @@ DirectWriter::DirectWriter(const DirectWriterOptions& options, std::unique_ptr<A
     blocks_.reserve(count);
     for (std::size_t i = 0; i < count; ++i) {
         blocks_.emplace_back(kRangeAlignment, block, options.huge_pages);
+        if (options.compare)
+            file_blocks_.emplace_back(kRangeAlignment, block, options.huge_pages);
     }
     transfers_.resize(count);
     for (std::size_t i = count; i > 0; --i) {
@@ -87,8 +92,9 @@ void DirectWriter::open(const std::string& path, std::uint64_t begin, std::uint6
     range->end = end;
     range->final_size = final_size;
     range->tag = tag;
+    const DirectOpen how = options_.compare ? DirectOpen::kRead : DirectOpen::kWrite;
     if (options_.direct) {
-        if (auto opened = File::try_open_direct(path, DirectOpen::kWrite)) {
+        if (auto opened = File::try_open_direct(path, how)) {
             range->file = std::move(*opened);
             range->direct = true;
             DirectIoAlignment dio = range->file.direct_io_alignment();
@@ -100,14 +106,14 @@ void DirectWriter::open(const std::string& path, std::uint64_t begin, std::uint6
                               dio.memory <= memory_alignment_ &&
                               (end % range->granule == 0 || end % kRangeAlignment != 0);
             if (!fits) {
-                range->file = File::open_write(path);
+                range->file = options_.compare ? File::open_read(path) : File::open_write(path);
                 range->direct = false;
                 range->granule = kRangeAlignment;
             }
         }
     }
     if (!range->file.is_open()) {
-        range->file = File::open_write(path);
+        range->file = options_.compare ? File::open_read(path) : File::open_write(path);
     }
     if (!range->direct && !injected_engine_ && io_->engine() == IoEngine::kIoUring &&
         io_->in_flight() == 0) {
@@ -116,7 +122,7 @@ void DirectWriter::open(const std::string& path, std::uint64_t begin, std::uint6
         // gets the thread engine from here on.
         io_ = make_async_io(IoEngine::kThreads, io_->depth());
     }
-    if (range->direct && options_.preallocate && end > begin) {
+    if (range->direct && options_.preallocate && !options_.compare && end > begin) {
         const std::uint64_t reserved_end = round_up(end, range->granule);
         if (range->file.allocate(begin, reserved_end - begin) && reserved_end > end) {
             range->needs_truncate = true;
@@ -218,6 +224,12 @@ void DirectWriter::submit_current() {
 
 void DirectWriter::submit(std::size_t block) {
     const Transfer& transfer = *transfers_[block];
+    if (options_.compare) {
+        io_->submit({&transfer.range->file, IoDirection::kRead,
+                     file_blocks_[block].data() + transfer.done, transfer.length - transfer.done,
+                     transfer.offset + transfer.done, block});
+        return;
+    }
     io_->submit({&transfer.range->file, IoDirection::kWrite, blocks_[block].data() + transfer.done,
                  transfer.length - transfer.done, transfer.offset + transfer.done, block});
 }
@@ -269,9 +281,21 @@ void DirectWriter::complete(std::size_t block, std::int64_t result) {
         submit(block);  // transient: the same request again
         return;
     }
-    if (result > 0 && !range.failed) {
+    const bool ends_early =  // an O_DIRECT read ends mid-unit only at the end of the file
+        result > 0 && transfer.sent_direct &&
+        (transfer.done + static_cast<std::size_t>(result)) % range.granule != 0 &&
+        transfer.done + static_cast<std::size_t>(result) < transfer.real_length;
+    if (options_.compare && (result == 0 || ends_early) && !range.failed) {
+        // The file ends before the block's data does: everything from there on differs.
+        const std::size_t found = transfer.done + static_cast<std::size_t>(result);
+        compared(block, found);
+        note_mismatch(range.tag, transfer.offset + found, transfer.offset + transfer.real_length);
+    } else if (result > 0 && !range.failed) {
         const std::size_t request_start = transfer.done;
         transfer.done += static_cast<std::size_t>(result);
+        // A read may end at the end of the file inside the padding of the last block.
+        if (options_.compare && transfer.done >= transfer.real_length)
+            transfer.done = transfer.length;
         if (transfer.done < transfer.length) {
             // A short write: the rest. O_DIRECT writes start at aligned offsets only, so the
             // rest starts at the unit the short write ended in (its bytes are still in the
@@ -290,7 +314,16 @@ void DirectWriter::complete(std::size_t block, std::int64_t result) {
             }
         } else {
             range.any_direct_success = range.any_direct_success || transfer.sent_direct;
-            count_bytes_written(transfer.real_length);
+            if (options_.compare) {
+                compared(block, transfer.real_length);
+            } else {
+                count_bytes_written(transfer.real_length);
+                if (!transfer.sent_direct) {
+                    // Buffered: push the block towards the disk now, so that the page cache
+                    // holds clean (reclaimable) pages, not a file's worth of dirty ones.
+                    range.file.start_writeback(transfer.offset, transfer.real_length);
+                }
+            }
         }
     } else if (result <= 0 && !range.failed) {
         // 0 bytes written with bytes to write: the device took nothing and said nothing.
@@ -310,6 +343,11 @@ void DirectWriter::complete(std::size_t block, std::int64_t result) {
 void DirectWriter::written(Range& range) {
     if (range.failed) {
         release(range);  // not durable, never reported: its file stays under its temp name
+        return;
+    }
+    if (options_.compare) {
+        durable_.push_back(range.tag);  // compared: nothing to size or sync
+        release(range);
         return;
     }
     // Even after an error elsewhere: a range whose every byte is written still gets its size
@@ -361,6 +399,8 @@ void DirectWriter::synced(Range& range, std::int64_t result) {
         // Durable only once the descriptor is closed without an error too (a network file
         // system may report a failed write-back only there).
         try {
+            if (!range.direct)
+                range.file.drop_cache(range.begin, range.end - range.begin);
             range.file.close();
             durable_.push_back(range.tag);
         } catch (...) {
@@ -389,6 +429,43 @@ void DirectWriter::release(Range& range) {
         ranges_.erase(it);
 }
 
+void DirectWriter::compared(std::size_t block, std::size_t length) {
+    const Transfer& transfer = *transfers_[block];
+    const std::byte* expected = blocks_[block].data();
+    const std::byte* found = file_blocks_[block].data();
+    length = std::min(length, transfer.real_length);
+    count_bytes_read(length);
+    if (std::memcmp(expected, found, length) == 0)
+        return;
+    // The differing runs of the block, at most kMaxRunsPerBlock; the last then reaches the
+    // block's end. Only a failed comparison pays for the byte-by-byte walk.
+    std::size_t runs = 0;
+    for (std::size_t at = 0; at < length;) {
+        if (expected[at] == found[at]) {
+            ++at;
+            continue;
+        }
+        std::size_t end = at + 1;
+        while (end < length && expected[end] != found[end])
+            ++end;
+        if (++runs == kMaxRunsPerBlock)
+            end = length;
+        note_mismatch(transfer.range->tag, transfer.offset + at, transfer.offset + end);
+        at = end;
+    }
+}
+
+void DirectWriter::note_mismatch(std::uint64_t tag, std::uint64_t begin, std::uint64_t end) {
+    if (end > begin)
+        mismatches_.push_back({tag, begin, end});
+}
+
+std::vector<DirectWriter::Mismatch> DirectWriter::take_mismatches() {
+    std::vector<Mismatch> mismatches;
+    mismatches.swap(mismatches_);
+    return mismatches;
+}
+
 void DirectWriter::fail_range(Range& range, int errnum, std::uint64_t offset, const char* step) {
     range.failed = true;
     record_error(errnum, range.path, offset, step);
@@ -401,7 +478,9 @@ void DirectWriter::record_error(int errnum, const std::string& path, std::uint64
     try {
         if (step != nullptr)
             throw_io_error(step, path, errnum);
-        throw_io_error("cannot write at offset " + std::to_string(offset) + " of", path, errnum);
+        throw_io_error(std::string(options_.compare ? "cannot read" : "cannot write") +
+                           " at offset " + std::to_string(offset) + " of",
+                       path, errnum);
     } catch (...) {
         error_ = std::current_exception();
     }

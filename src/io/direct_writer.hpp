@@ -54,6 +54,12 @@
 // of one file to one kernel worker at a time); a refusal on the first transfer keeps the
 // engine (the thread engine is the default anyway). Nothing else changes for the caller.
 //
+// Comparing. With `compare` (--verify), the same blocks are read back from the existing file
+// (O_DIRECT where the file system takes it, each block with a twin of the same size, in the
+// same budget) and compared with what would have been written; take_mismatches() gives the
+// differing runs, and a range is reported in take_durable() once compared. Nothing is opened
+// for writing, reserved, sized or synced.
+//
 // Errors. EINTR and EAGAIN completions are sent again, and a short transfer's rest too (from
 // the aligned unit it ended in, when direct). A failed or short-and-stuck transfer (EIO,
 // ENOSPC, EDQUOT...), a failed ftruncate, fdatasync or close is an Error naming the path and
@@ -97,6 +103,9 @@ struct DirectWriterOptions {
     bool preallocate = true;
     // Blocks of 2 MiB or more in transparent huge pages (aligned_buffer.hpp says why).
     bool huge_pages = true;
+    // Compare instead of write (--verify): each block is read back from the existing file and
+    // compared with what would be written; nothing is created, reserved, sized or synced.
+    bool compare = false;
 };
 
 class DirectWriter {
@@ -142,6 +151,15 @@ class DirectWriter {
     // close_range() + drain().
     void finish();
 
+    // Compare mode: the byte ranges [begin, end) of a range (`tag`) whose file differs from
+    // the bytes given (a file that ends too soon differs from its end on), since the last call.
+    struct Mismatch {
+        std::uint64_t tag = 0;
+        std::uint64_t begin = 0;
+        std::uint64_t end = 0;
+    };
+    std::vector<Mismatch> take_mismatches();
+
     // Bytes committed to the current range so far, from its `begin`.
     std::uint64_t position() const noexcept { return committed_; }
     // Whether the current (or last) range goes with O_DIRECT.
@@ -184,6 +202,7 @@ class DirectWriter {
     };
     static constexpr std::size_t kNoBlock = SIZE_MAX;
     static constexpr std::size_t kMaxStalls = 8;
+    static constexpr std::size_t kMaxRunsPerBlock = 16;
 
     std::size_t current_length() const noexcept;
     void submit_current();
@@ -197,6 +216,9 @@ class DirectWriter {
     // A failed transfer of `range` at `offset`, or with `step` a failed step after the last
     // one ("cannot sync"): the range is not durable, and the writer's first error is kept.
     void fail_range(Range& range, int errnum, std::uint64_t offset, const char* step);
+    // Compare mode: the block's first `length` file bytes are in; note where they differ.
+    void compared(std::size_t block, std::size_t length);
+    void note_mismatch(std::uint64_t tag, std::uint64_t begin, std::uint64_t end);
     void record_error(int errnum, const std::string& path, std::uint64_t offset, const char* step);
     void throw_if_failed() const;
     void release(Range& range);
@@ -217,6 +239,7 @@ class DirectWriter {
     std::uint64_t next_offset_ = 0;   // file offset of the current (or next) block
 
     std::vector<std::uint64_t> durable_;
+    std::vector<Mismatch> mismatches_;
     std::deque<Range*> sync_queue_;   // written, waiting for a sync slot
     std::vector<Range*> sync_slots_;  // by slot: the range syncing there, or null
 
@@ -224,6 +247,7 @@ class DirectWriter {
     // the kernel), then the blocks it may have been using, then the descriptors.
     std::deque<std::unique_ptr<Range>> ranges_;  // open or syncing
     std::vector<AlignedBuffer> blocks_;
+    std::vector<AlignedBuffer> file_blocks_;          // compare mode: the file's bytes, by block
     std::vector<std::optional<Transfer>> transfers_;  // by block
     std::vector<std::size_t> free_blocks_;
     std::unique_ptr<AsyncIo> io_;

@@ -434,23 +434,6 @@ void File::start_writeback(std::uint64_t offset, std::uint64_t length) const {
                             SYNC_FILE_RANGE_WRITE);
 }
 
-void File::wait_writeback(std::uint64_t offset, std::uint64_t length) const {
-    int rc;
-    do {
-        rc = hooked(IoCall::kSync, path_, [&] {
-            return ::sync_file_range(
-                fd_, static_cast<off_t>(offset), static_cast<off_t>(length),
-                SYNC_FILE_RANGE_WAIT_BEFORE | SYNC_FILE_RANGE_WRITE | SYNC_FILE_RANGE_WAIT_AFTER);
-        });
-    } while (rc != 0 && errno == EINTR);
-    // ENOSPC/EIO surface here first; other errors (unsupported) are left to the final fsync.
-    if (rc != 0 && (errno == EIO || errno == ENOSPC)) {
-        throw_io_error("cannot write back bytes " + std::to_string(offset) + " to " +
-                           std::to_string(offset + length) + " of",
-                       path_, errno);
-    }
-}
-
 void File::drop_cache(std::uint64_t offset, std::uint64_t length) const {
     (void)::posix_fadvise(fd_, static_cast<off_t>(offset), static_cast<off_t>(length),
                           POSIX_FADV_DONTNEED);
@@ -482,40 +465,6 @@ void File::close() {
         }
         if (rc != 0 && err != EINTR) {
             throw_io_error("cannot close", path_, err);
-        }
-    }
-}
-
-std::int64_t copy_file_range_once(const File& input, std::uint64_t input_offset, const File& output,
-                                  std::uint64_t output_offset, std::uint64_t length) {
-    auto in_off = static_cast<loff_t>(input_offset);
-    auto out_off = static_cast<loff_t>(output_offset);
-    while (true) {
-        const std::optional<std::size_t> want =
-            hooked_length(IoCall::kWrite, output.fd(), output.path(),
-                          static_cast<std::size_t>(std::min<std::uint64_t>(length, kMaxTransfer)));
-        ssize_t copied =
-            want ? ::copy_file_range(input.fd(), &in_off, output.fd(), &out_off, *want, 0) : -1;
-        if (copied >= 0) {
-            count_bytes_read(static_cast<std::uint64_t>(copied));
-            count_bytes_written(static_cast<std::uint64_t>(copied));
-            return copied;
-        }
-        switch (errno) {
-            case EINTR:
-                continue;
-            case EXDEV:
-            case EOPNOTSUPP:
-            case ENOSYS:
-            case EINVAL:
-            case ETXTBSY:
-                return -errno;
-            case ENOSPC:
-            case EFBIG:
-            case EDQUOT:
-                throw_io_error("cannot write", output.path(), errno);
-            default:
-                throw_io_error("cannot copy from", input.path(), errno);
         }
     }
 }

@@ -15,8 +15,8 @@
 
 namespace z2f::io {
 
-// Bytes moved by this process through this module (pread/pwrite, mapped-window copies and
-// copy_file_range all count), and the time the direct engine's caller spent blocked on the
+// Bytes moved by this process through this module (reads and writes, and the bytes --verify
+// compares), and the time the direct engine's caller spent blocked on the
 // kernel: for a read it needs (DirectReader) and for a write block to come free or a file to
 // reach the disk (DirectWriter). The waits say which side a direct run is bound by: reads
 // that do not hide behind the writes show up as read waits.
@@ -112,8 +112,6 @@ class File {
     std::int64_t sync_data_once() const noexcept;
     // Starts write-back of a range without waiting (sync_file_range); a no-op where unsupported.
     void start_writeback(std::uint64_t offset, std::uint64_t length) const;
-    // Waits until the range is on disk (sync_file_range WAIT_BEFORE|WRITE|WAIT_AFTER).
-    void wait_writeback(std::uint64_t offset, std::uint64_t length) const;
     // Drops the range from the page cache (posix_fadvise DONTNEED); advisory, never fails.
     void drop_cache(std::uint64_t offset, std::uint64_t length) const;
     // A second descriptor of the same open file (dup), for work done after this one may be
@@ -126,12 +124,6 @@ class File {
     int fd_ = -1;
     std::string path_;
 };
-
-// One copy_file_range call: copies up to `length` bytes in the kernel. Returns the bytes copied
-// (0 at end of input), or -errno when the call is refused (EXDEV, EOPNOTSUPP, ENOSYS, EINVAL,
-// ...) so that the caller can fall back to reading and writing. Other failures throw.
-std::int64_t copy_file_range_once(const File& input, std::uint64_t input_offset, const File& output,
-                                  std::uint64_t output_offset, std::uint64_t length);
 
 // Reads a whole small file (at most max_bytes, else an input error).
 std::string read_small_file(const std::string& path, std::size_t max_bytes);

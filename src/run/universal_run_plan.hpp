@@ -9,8 +9,8 @@
 //   known files       step.pt, optimizer_state.pt: one fixed region, the whole file
 //   byte copies       the model-states files: slots and no fixed region, each slot a piece of
 //                     the input file planned as a "tensor" of kU8 elements with one extent and
-//                     no conversion, so that the copy engine copies it like any tensor (and
-//                     copy_file_range may take it whole); RunPlan::copied_pieces counts them
+//                     no conversion, so that the copy engine copies it like any tensor;
+//                     RunPlan::copied_pieces counts them
 //   latest_universal  the plan's index: rank 0 writes it after every rank succeeded and every
 //                     file is visible, so it never names a partial folder; verified like an index
 //

@@ -7,7 +7,7 @@ source "$(dirname "$0")/lib.sh"
 
 FIXTURE="$Z2F_FIXTURES/z3_ws4_fp32"
 
-# A full disk, for both write paths. Buffered (--io pread): three shards with --max-shard-size
+# A full disk, for both write paths. Buffered (--io buffered): three shards with --max-shard-size
 # 4KB, 7,956, 6,260 and 992 bytes; a 7 KiB file-size limit lets the two small ones complete and
 # makes the big one fail with EFBIG. Direct (the default): a file's last block goes out padded
 # to 4 KiB (then the size is cut back), so the limit must sit on a 4 KiB step: with
@@ -44,7 +44,7 @@ disk_full_case() {
     grep -q '"state": "complete"' "$out/.zero2fp32-run.json" || fail "the run record is not marked complete"
 }
 for ranks in 1 3; do
-    disk_full_case pread 4KB 7 2 "$ranks"
+    disk_full_case buffered 4KB 7 2 "$ranks"
     disk_full_case direct 10KB 8 1 "$ranks"
 done
 limit=7
@@ -165,30 +165,34 @@ if command -v strace >/dev/null && strace -o /dev/null -e inject=getpid:error=EI
     expect_stderr "nothing to do"
     grep -q '"state": "complete"' "$WORK/record/.zero2fp32-run.json" || fail "the run record is not marked complete"
 
-    # Every write, sync, size, rename and open of the main thread, in turn, with the buffered
-    # engine (whose writes are all in the main thread).
-    for syscall in pwrite64 fsync ftruncate rename openat; do
-        case_start "every $syscall of the main thread failing in turn (--io pread)"
-        counted="$WORK/strace_count_$syscall"
-        strace -y -o "$WORK/calls.txt" -e trace="$syscall" "$Z2F_BIN" "$FIXTURE" "$counted" \
-            "${SHARDED[@]}" --io pread -q
-        # The calls on the checkpoint and the output (not the dynamic loader's, say), by their
-        # number among all calls of the syscall.
-        picks=$(grep "^$syscall(" "$WORK/calls.txt" | grep -n "$FIXTURE\|$counted" | cut -d: -f1)
-        [[ -n $picks ]] || fail "no $syscall of the main thread on the checkpoint or the output"
-        echo "    $(echo "$picks" | wc -w) calls"
-        for n in $picks; do
-            out="$WORK/strace_${syscall}_$n"
-            strace -o /dev/null -e trace="$syscall" -e inject="$syscall":error=EIO:when="$n" \
-                "$Z2F_BIN" "$FIXTURE" "$out" "${SHARDED[@]}" --io pread --progress never \
-                >"$WORK/out.txt" 2>"$WORK/err.txt"
-            RC=$?
-            [[ $RC -eq 0 || $RC -eq 1 ]] || fail "$syscall #$n: exit code $RC"
-            expect_only_complete_files "$out"
-            [[ -d $out ]] || continue
-            run_single "$FIXTURE" "$out" "${SHARDED[@]}" --io pread --resume
-            [[ $RC -eq 0 ]] || fail "$syscall #$n, then --resume: exit code $RC: $(head -3 "$WORK/err.txt")"
-            diff -r "$WORK/strace_reference" "$out" >/dev/null || fail "$syscall #$n, then --resume: not the reference"
+    # Every write, sync, size, rename and open, in turn, for both write paths. strace counts
+    # calls per thread: `when=N` fails the Nth call of every thread at once (the I/O engine's
+    # workers too), so each run may see several faults, which must not break the rule either.
+    for io in direct buffered; do
+        for syscall in pwrite64 fdatasync fsync ftruncate fallocate rename openat; do
+            case_start "every $syscall failing in turn, in every thread (--io $io)"
+            counted="$WORK/strace_count_${io}_$syscall"
+            strace -f -y -o "$WORK/calls.txt" -e trace="$syscall" "$Z2F_BIN" "$FIXTURE" "$counted" \
+                "${SHARDED[@]}" --io "$io" -q
+            # The call numbers N at which, in every thread, the Nth call (if any) is on the
+            # checkpoint or the output (not the dynamic loader's, say).
+            picks=$(grep " $syscall(" "$WORK/calls.txt" | awk -v ours="$FIXTURE|$counted" '
+                { n = ++count[$1]; if ($0 !~ ours) foreign[n] = 1; else mine[n] = 1 }
+                END { for (n in mine) if (!(n in foreign)) print n }' | sort -n)
+            echo "    $(echo "$picks" | wc -w) call numbers"
+            for n in $picks; do
+                out="$WORK/strace_${io}_${syscall}_$n"
+                strace -f -o /dev/null -e trace="$syscall" -e inject="$syscall":error=EIO:when="$n" \
+                    "$Z2F_BIN" "$FIXTURE" "$out" "${SHARDED[@]}" --io "$io" --progress never \
+                    >"$WORK/out.txt" 2>"$WORK/err.txt"
+                RC=$?
+                [[ $RC -eq 0 || $RC -eq 1 ]] || fail "$syscall #$n: exit code $RC"
+                expect_only_complete_files "$out"
+                [[ -d $out ]] || continue
+                run_single "$FIXTURE" "$out" "${SHARDED[@]}" --io "$io" --resume
+                [[ $RC -eq 0 ]] || fail "$syscall #$n, then --resume: exit code $RC: $(head -3 "$WORK/err.txt")"
+                diff -r "$WORK/strace_reference" "$out" >/dev/null || fail "$syscall #$n, then --resume: not the reference"
+            done
         done
     done
 else

@@ -3,7 +3,7 @@
 # to be caught mid-run: SIGTERM (Slurm's time limit, scancel) must end with exit 3, no temp file
 # and no index, and --resume must then complete with the bytes of an uninterrupted run; a rank
 # killed with SIGKILL must leave no partial file under a final name; an input that shrinks under
-# the reader (pread and mmap) is a clear error, never a crash; W = 1,024 rank files convert under
+# the reader (buffered or direct reads) is a clear error, never a crash; W = 1,024 rank files convert under
 # a descriptor limit far below 2,048.
 source "$(dirname "$0")/lib.sh"
 
@@ -130,15 +130,16 @@ else
     fail "the conversion ended before a rank could be killed"
 fi
 
-for io in pread mmap; do
-    case_start "an input file shrinks during the run ($io): a clean error"
+for read in buffered direct; do
+    io=$read
+    case_start "an input file shrinks during the run (--read-mode $read): a clean error"
     cp -r "$CKPT" "$WORK/shrink_$io"
     victim=$(compgen -G "$WORK/shrink_$io/global_step2/*zero_pp_rank_3_mp_rank_00_optim_states.pt")
     [[ -f "$victim" ]] || { fail "no rank-3 optimizer file in the synthetic checkpoint"; continue; }
     out="$WORK/shrunk_$io"
     saved=$CKPT
     CKPT="$WORK/shrink_$io"
-    if start_and_wait_for_first_shard 2 "$out" --io "$io"; then
+    if start_and_wait_for_first_shard 2 "$out" --read-mode "$read"; then
         truncate -s $(( $(stat -c %s "$victim") / 3 )) "$victim"
         wait "$PID"
         RC=$?

@@ -270,14 +270,23 @@ void sharded(Options& o) {
     o.max_shard_size = 3000;
 }
 
-void run_sweep(const std::string& name, SweepCase sweep) {
+// `stride` 1: every call fails in turn; more: every stride-th (larger outputs, whose calls
+// repeat per file).
+void run_sweep(const std::string& name, SweepCase sweep, std::uint64_t stride = 1) {
+    // A small I/O buffer: many blocks per file, and little memory to set up per conversion
+    // (the sweep runs a thousand of them).
+    const std::function<void(Options&)> options = sweep.options;
+    sweep.options = [options](Options& o) {
+        o.buffer_size = 256 << 10;
+        options(o);
+    };
     FaultSweep faults(name, std::move(sweep));
     faults.count_calls();
     ASSERT_FALSE(::testing::Test::HasFatalFailure());
-    faults.sweep(kEveryCall, {EIO}, 1);
-    faults.sweep({IoCall::kWrite, IoCall::kSync, IoCall::kTruncate}, {ENOSPC}, 3);
-    faults.sweep({IoCall::kRead, IoCall::kWrite}, {}, 2, /*shorten=*/true);
-    faults.sweep(kEveryCall, {EINTR}, 3);
+    faults.sweep(kEveryCall, {EIO}, stride);
+    faults.sweep({IoCall::kWrite, IoCall::kSync, IoCall::kTruncate}, {ENOSPC}, 3 * stride);
+    faults.sweep({IoCall::kRead, IoCall::kWrite}, {}, 2 * stride, /*shorten=*/true);
+    faults.sweep(kEveryCall, {EINTR}, 3 * stride);
     if (root())
         std::printf("[ sweep    ] %s: %d runs with a fault, %d of them failed cleanly\n",
                     name.c_str(), faults.runs(), faults.failures());
@@ -288,10 +297,10 @@ TEST(FaultSweep, ShardedSafetensorsDirect) {
 }
 
 TEST(FaultSweep, ShardedSafetensorsBuffered) {
-    run_sweep("st-pread", {"z3_ws2_fp32", [](Options& o) {
-                               sharded(o);
-                               o.io = IoBackend::kPread;
-                           }});
+    run_sweep("st-buffered", {"z3_ws2_fp32", [](Options& o) {
+                                  sharded(o);
+                                  o.io = IoBackend::kBuffered;
+                              }});
 }
 
 TEST(FaultSweep, TorchBinDirect) {
@@ -302,10 +311,10 @@ TEST(FaultSweep, TorchBinDirect) {
 }
 
 TEST(FaultSweep, Hdf5Buffered) {
-    run_sweep("h5-pread", {"z3_ws2_bf16", [](Options& o) {
-                               o.format = OutputFormat::kHdf5;
-                               o.io = IoBackend::kPread;
-                           }});
+    run_sweep("h5-buffered", {"z3_ws2_bf16", [](Options& o) {
+                                  o.format = OutputFormat::kHdf5;
+                                  o.io = IoBackend::kBuffered;
+                              }});
 }
 
 // One file written by every rank (cut at 4 KiB blocks): its lead publishes it once all agree.
@@ -318,24 +327,25 @@ TEST(FaultSweep, SharedFileDirect) {
 
 // A torch zip written by every rank: the lead also writes its CRC tail.
 TEST(FaultSweep, SharedTorchBinBuffered) {
-    run_sweep("shared-bin-pread", {"z3_ws4_fp32", [](Options& o) {
-                                       o.max_shard_size.reset();
-                                       o.block_size = 4096;
-                                       o.format = OutputFormat::kTorch;
-                                       o.io = IoBackend::kPread;
-                                   }});
+    run_sweep("shared-bin-buffered", {"z3_ws4_fp32", [](Options& o) {
+                                          o.max_shard_size.reset();
+                                          o.block_size = 4096;
+                                          o.format = OutputFormat::kTorch;
+                                          o.io = IoBackend::kBuffered;
+                                      }});
 }
 
 TEST(FaultSweep, UniversalDirect) {
     run_sweep("universal-direct",
-              {"z2_ws2_fp32", [](Options& o) { o.format = OutputFormat::kUniversal; }});
+              {"z2_ws2_fp32", [](Options& o) { o.format = OutputFormat::kUniversal; }}, 2);
 }
 
 TEST(FaultSweep, UniversalBuffered) {
-    run_sweep("universal-pread", {"z3_ws2_fp32", [](Options& o) {
-                                      o.format = OutputFormat::kUniversal;
-                                      o.io = IoBackend::kPread;
-                                  }});
+    const auto universal_buffered = [](Options& o) {
+        o.format = OutputFormat::kUniversal;
+        o.io = IoBackend::kBuffered;
+    };
+    run_sweep("universal-buffered", {"z3_ws2_fp32", universal_buffered}, 2);
 }
 
 }  // namespace

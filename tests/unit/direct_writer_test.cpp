@@ -469,6 +469,46 @@ TEST(DirectWriter, AShortWriteEndingMidUnitIsCompletedFromThatUnit) {
     }
 }
 
+// --verify's side of the writer: the same blocks compared with the file, never written.
+TEST(DirectWriter, CompareModeFindsEveryDifferingRunAndWritesNothing) {
+    for (const bool direct : {true, false}) {
+        SCOPED_TRACE(direct ? "direct reads" : "buffered reads");
+        testing::TempDir dir;
+        const auto data = random_bytes(3 * kBlock + 777, 61);
+        testing::write_file_bytes(dir.file("out"), data);
+        DirectWriterOptions options = small_blocks(IoEngine::kThreads);
+        options.compare = true;
+        options.direct = direct;
+        auto compare = [&](std::span<const std::byte> expected) {
+            DirectWriter writer(options);
+            writer.open(dir.file("out"), 0, expected.size(), expected.size(), 5);
+            append_in_pieces(writer, expected);
+            writer.finish();
+            EXPECT_EQ(writer.take_durable(), (std::vector<std::uint64_t>{5}));
+            return writer.take_mismatches();
+        };
+        EXPECT_TRUE(compare(data).empty());
+        std::vector<std::byte> changed = data;
+        changed[kBlock + 10] ^= std::byte{1};
+        changed[kBlock + 11] ^= std::byte{1};
+        changed[3 * kBlock + 5] ^= std::byte{1};
+        const std::vector<DirectWriter::Mismatch> found = compare(changed);
+        ASSERT_EQ(found.size(), 2u);
+        EXPECT_EQ(found[0].tag, 5u);
+        EXPECT_EQ(found[0].begin, kBlock + 10);
+        EXPECT_EQ(found[0].end, kBlock + 12);
+        EXPECT_EQ(found[1].begin, 3 * kBlock + 5);
+        // A file that ends too soon differs from its end on.
+        std::vector<std::byte> longer = data;
+        longer.resize(data.size() + 5000, std::byte{7});
+        const std::vector<DirectWriter::Mismatch> beyond = compare(longer);
+        ASSERT_FALSE(beyond.empty());
+        EXPECT_EQ(beyond.back().begin, data.size());
+        EXPECT_EQ(beyond.back().end, longer.size());
+        EXPECT_EQ(testing::read_file_bytes(dir.file("out")), data);  // never written
+    }
+}
+
 TEST(DirectWriter, DevFullReportsNoSpace) {
     // A real ENOSPC from the kernel (O_DIRECT or not, /dev/full refuses every write).
     DirectWriter writer("/dev/full", 0, 3 * kBlock, small_blocks(IoEngine::kIoUring));
