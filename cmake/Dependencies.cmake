@@ -102,7 +102,7 @@ if(NOT Z2F_WITH_ISAL STREQUAL "OFF")
     else()
         z2f_feature_missing(ISAL "no ${_z2f_link_kind}ISA-L was found (isa-l/crc.h, libisal)"
                             "zlib's crc32")
-        z2f_summary("CRC-32" "zlib's crc32 (no ${_z2f_link_kind}ISA-L found; slower input checks)")
+        z2f_summary("CRC-32" "zlib's crc32 (no ${_z2f_link_kind}ISA-L found, so slower input checks)")
     endif()
 else()
     z2f_summary("CRC-32" "zlib's crc32 (Z2F_WITH_ISAL=OFF)")
