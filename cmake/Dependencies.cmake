@@ -80,24 +80,39 @@ else()
     set(_z2f_link_kind "")
 endif()
 
-# ISA-L (libisal-dev): CRC-32 with carry-less multiplication. Debian ships no CMake config for it,
-# and its pkg-config file is not in every release, so it is found by header and library. Debian
-# ships no static archive of it: a static build then uses zlib's crc32.
+# An optional dependency found by header and library (Debian ships no CMake config for these,
+# and their pkg-config files are not in every release): its static archive under
+# Z2F_STATIC_DEPS. Sets <var> in the caller to the library's path, or to "" when either is missing.
+function(z2f_find_header_and_library var prefix header library)
+    find_path(${prefix}_INCLUDE_DIR ${header})
+    if(Z2F_STATIC_DEPS)
+        find_library(${prefix}_STATIC_LIBRARY NAMES lib${library}.a)
+        set(found "${${prefix}_STATIC_LIBRARY}")
+    else()
+        find_library(${prefix}_LIBRARY NAMES ${library})
+        set(found "${${prefix}_LIBRARY}")
+    endif()
+    if(NOT ${prefix}_INCLUDE_DIR OR NOT found)
+        set(found "")
+    endif()
+    set(${var} "${found}" PARENT_SCOPE)
+endfunction()
+
+# The imported target of a library found by z2f_find_header_and_library.
+function(z2f_import_library target prefix location)
+    add_library(${target} UNKNOWN IMPORTED GLOBAL)
+    set_target_properties(${target} PROPERTIES
+        IMPORTED_LOCATION ${location} INTERFACE_INCLUDE_DIRECTORIES ${${prefix}_INCLUDE_DIR})
+endfunction()
+
+# ISA-L (libisal-dev): CRC-32 with carry-less multiplication. Debian ships no static archive of
+# it: a static build there uses zlib's crc32.
 set(Z2F_HAVE_ISAL OFF)
 if(NOT Z2F_WITH_ISAL STREQUAL "OFF")
-    find_path(ISAL_INCLUDE_DIR isa-l/crc.h)
-    if(Z2F_STATIC_DEPS)
-        find_library(ISAL_STATIC_LIBRARY NAMES libisal.a)
-        set(_z2f_isal ${ISAL_STATIC_LIBRARY})
-    else()
-        find_library(ISAL_LIBRARY NAMES isal)
-        set(_z2f_isal ${ISAL_LIBRARY})
-    endif()
-    if(ISAL_INCLUDE_DIR AND _z2f_isal)
+    z2f_find_header_and_library(_z2f_isal ISAL isa-l/crc.h isal)
+    if(_z2f_isal)
         set(Z2F_HAVE_ISAL ON)
-        add_library(ISAL::isal UNKNOWN IMPORTED)
-        set_target_properties(ISAL::isal PROPERTIES
-            IMPORTED_LOCATION ${_z2f_isal} INTERFACE_INCLUDE_DIRECTORIES ${ISAL_INCLUDE_DIR})
+        z2f_import_library(ISAL::isal ISAL ${_z2f_isal})
         z2f_summary("CRC-32" "ISA-L (${_z2f_isal})")
     else()
         z2f_feature_missing(ISAL "no ${_z2f_link_kind}ISA-L was found (isa-l/crc.h, libisal)"
@@ -108,20 +123,13 @@ else()
     z2f_summary("CRC-32" "zlib's crc32 (Z2F_WITH_ISAL=OFF)")
 endif()
 
-# liburing (liburing-dev): the io_uring engine (io/uring_async_io.cpp).
+# liburing (liburing-dev): the io_uring engine (io/uring_async_io.cpp), which uses liburing 2.3's
+# API (64-bit user data, SINGLE_ISSUER rings): an older one counts as missing.
 set(Z2F_HAVE_LIBURING OFF)
 set(_z2f_uring_old "")
 if(NOT Z2F_WITH_LIBURING STREQUAL "OFF")
-    find_path(LIBURING_INCLUDE_DIR liburing.h)
-    if(Z2F_STATIC_DEPS)
-        find_library(LIBURING_STATIC_LIBRARY NAMES liburing.a)
-        set(_z2f_uring ${LIBURING_STATIC_LIBRARY})
-    else()
-        find_library(LIBURING_LIBRARY NAMES uring)
-        set(_z2f_uring ${LIBURING_LIBRARY})
-    endif()
-    # io/uring_async_io.cpp uses liburing 2.3's API (64-bit user data, SINGLE_ISSUER rings).
-    if(LIBURING_INCLUDE_DIR AND _z2f_uring)
+    z2f_find_header_and_library(_z2f_uring LIBURING liburing.h uring)
+    if(_z2f_uring)
         set(CMAKE_REQUIRED_INCLUDES ${LIBURING_INCLUDE_DIR})
         set(CMAKE_REQUIRED_QUIET ON)
         check_symbol_exists(IORING_SETUP_SINGLE_ISSUER liburing.h Z2F_LIBURING_HAS_SINGLE_ISSUER)
@@ -133,11 +141,9 @@ if(NOT Z2F_WITH_LIBURING STREQUAL "OFF")
             set(_z2f_uring_old " 2.3 or newer")
         endif()
     endif()
-    if(LIBURING_INCLUDE_DIR AND _z2f_uring)
+    if(_z2f_uring)
         set(Z2F_HAVE_LIBURING ON)
-        add_library(liburing::liburing UNKNOWN IMPORTED)
-        set_target_properties(liburing::liburing PROPERTIES
-            IMPORTED_LOCATION ${_z2f_uring} INTERFACE_INCLUDE_DIRECTORIES ${LIBURING_INCLUDE_DIR})
+        z2f_import_library(liburing::liburing LIBURING ${_z2f_uring})
         z2f_summary("direct I/O engine" "io_uring (${_z2f_uring}), threads where the kernel refuses it")
     else()
         z2f_feature_missing(LIBURING
