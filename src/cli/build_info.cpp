@@ -22,6 +22,11 @@ std::string mpi_library_line() {
         version.resize(end);
     while (!version.empty() && (version.back() == ' ' || version.back() == '\0'))
         version.pop_back();
+    // MPICH separates its label from the number with a tab.
+    for (char& c : version) {
+        if (c == '\t')
+            c = ' ';
+    }
     return version;
 }
 
