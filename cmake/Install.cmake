@@ -2,7 +2,16 @@
 #   find_package(zero2fp32 CONFIG REQUIRED)
 #   target_link_libraries(app PRIVATE zero2fp32::zero2fp32)
 # works against the installed prefix (tests/install checks it).
+#
+# With Z2F_STATIC_DEPS only the tools are installed: they carry the library and every dependency
+# but MPI and libc, and a static library would need its dependencies' archives in the consumer.
 include(CMakePackageConfigHelpers)
+
+install(TARGETS zero2fp32-mpi zero2fp32-inspect zero2fp32-synth
+    RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
+if(Z2F_STATIC_DEPS)
+    return()
+endif()
 
 set(Z2F_CMAKE_DIR ${CMAKE_INSTALL_LIBDIR}/cmake/zero2fp32)
 
@@ -11,9 +20,9 @@ install(TARGETS zero2fp32 EXPORT zero2fp32Targets
     ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
     INCLUDES DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
 # The HDF5 writer module, loaded from the library's directory by --format hdf5.
-install(TARGETS zero2fp32_hdf5 LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR})
-install(TARGETS zero2fp32-mpi zero2fp32-inspect zero2fp32-synth
-    RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
+if(Z2F_HAVE_HDF5)
+    install(TARGETS zero2fp32_hdf5 LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR})
+endif()
 install(DIRECTORY ${PROJECT_SOURCE_DIR}/include/zero2fp32
     DESTINATION ${CMAKE_INSTALL_INCLUDEDIR} FILES_MATCHING PATTERN "*.hpp")
 install(FILES ${PROJECT_BINARY_DIR}/src/include/zero2fp32/version.hpp

@@ -3,8 +3,13 @@
 # already present.
 #
 #   scripts/install-deps.sh            build + run dependencies
-#   scripts/install-deps.sh --test     also what the test suite uses (Slurm, clang for the
-#                                      fuzzers, clang-format, and torch/h5py for cross-checks)
+#   scripts/install-deps.sh --test     also what the test suite and CI's configurations use
+#                                      (Slurm, clang for the fuzzers and the ASan build, Debian's
+#                                      MPICH beside Open MPI, clang-format, torch/h5py for
+#                                      cross-checks)
+#
+# liburing, ISA-L and HDF5 are optional for the build (cmake/Dependencies.cmake); they are
+# installed here so that the default build has them all.
 #   scripts/install-deps.sh --bench    also what bench/ uses (python3 + matplotlib for the plot)
 set -euo pipefail
 
@@ -18,7 +23,8 @@ packages=(
 if [[ "${1:-}" == "--test" ]]; then
     packages+=(
         slurm-wlm munge                      # a one-node Slurm cluster for srun/sbatch tests
-        clang libclang-rt-14-dev             # libFuzzer targets
+        clang libclang-rt-14-dev             # libFuzzer targets, the asan-clang-minimal preset
+        mpich libmpich-dev                   # the mpich-static preset (Open MPI stays the default)
         clang-format                         # the formatting check
         python3-torch python3-h5py           # independent cross-checks of our outputs (optional)
         util-linux procps psmisc             # setsid, pgrep, fuser used by the fault tests

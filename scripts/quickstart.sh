@@ -8,8 +8,8 @@ cd "$(dirname "$0")/.."
 
 scripts/install-deps.sh
 build=build/tools
-echo "+ cmake -S . -B $build -DCMAKE_BUILD_TYPE=Release -DZ2F_BUILD_TESTS=OFF"
-cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release -DZ2F_BUILD_TESTS=OFF >/dev/null
+echo "+ cmake --preset tools    # Release, the tools only: no test suite, no GoogleTest"
+cmake --preset tools | sed -n '/zero2fp32 .* configuration:/,/^-- $/p'
 echo "+ cmake --build $build --target zero2fp32-mpi zero2fp32-inspect zero2fp32-synth -j $(nproc)"
 cmake --build "$build" --target zero2fp32-mpi zero2fp32-inspect zero2fp32-synth -j "$(nproc)"
 bin=$(cd "$build/src" && pwd -P)

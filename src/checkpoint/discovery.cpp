@@ -112,6 +112,27 @@ std::string hf_model_files(const std::string& dir) {
     return text;
 }
 
+// CKPT_DIR is a tag folder itself and -t names a tag as well, as in `ckpt/global_step2 -t
+// global_step1`: say which of the two to drop rather than look for a tag inside a tag.
+[[noreturn]] void throw_tag_folder_and_tag(const std::string& root, const std::string& tag) {
+    const auto slash = root.find_last_of('/');
+    const std::string parent = slash == 0 ? std::string("/") : root.substr(0, slash);
+    const std::string folder = root.substr(slash + 1);
+    std::string advice;
+    if (folder == tag)
+        advice = "drop -t " + tag;
+    else if (io::is_directory(parent + "/" + tag))
+        advice = "give the folder holding both, '" + parent + "' -t " + tag +
+                 ", or the tag folder '" + parent + "/" + tag + "' alone";
+    else
+        advice =
+            "give the tag folder alone, or the folder holding the tag folders with -t (tags "
+            "in '" +
+            parent + "': " + list_tags(parent) + ")";
+    throw_usage_error(root + ": CKPT_DIR is a tag folder itself ('" + folder +
+                      "'), and a tag was given too (-t " + tag + "): " + advice);
+}
+
 void check_tag_text(const std::string& tag, const std::string& where) {
     if (tag.empty() || tag == "." || tag == ".." || tag.find('/') != std::string::npos ||
         tag.find('\0') != std::string::npos) {
@@ -213,13 +234,17 @@ CheckpointFileName parse_checkpoint_file_name(std::string_view name) {
 
 TagFolder resolve_tag_folder(const std::string& checkpoint_dir, const std::string& tag,
                              const DiscoveryOptions& options) {
+    // An argument that names no checkpoint (a mistyped path, a file) is a usage error, like a
+    // folder without a checkpoint in it (below); a checkpoint that is there but broken is not.
     if (!io::path_exists(checkpoint_dir)) {
-        throw_input_error(checkpoint_dir, "checkpoint directory does not exist");
+        throw_usage_error(std::string(checkpoint_dir) +
+                          ": checkpoint directory does not exist (CKPT_DIR is the folder holding "
+                          "'latest', or a tag folder)");
     }
     if (!io::is_directory(checkpoint_dir)) {
-        throw_input_error(checkpoint_dir,
-                          "is not a directory; expected a DeepSpeed checkpoint "
-                          "folder (holding 'latest' or *_optim_states.pt files)");
+        throw_usage_error(std::string(checkpoint_dir) +
+                          ": is not a directory; expected a DeepSpeed checkpoint folder (holding "
+                          "'latest' or *_optim_states.pt files)");
     }
     TagFolder files;
     const std::string root = io::absolute_path(checkpoint_dir);
@@ -227,8 +252,10 @@ TagFolder resolve_tag_folder(const std::string& checkpoint_dir, const std::strin
         check_tag_text(tag, root);
         std::string candidate = root + "/" + tag;
         if (!io::is_directory(candidate)) {
-            throw_input_error(root, "tag folder '" + tag +
-                                        "' does not exist (tags here: " + list_tags(root) + ")");
+            if (holds_optim_files(root) || holds_model_files(root) || is_universal_tag_dir(root))
+                throw_tag_folder_and_tag(root, tag);
+            throw_usage_error(root + ": tag folder '" + tag +
+                              "' does not exist (tags here: " + list_tags(root) + ")");
         }
         files.checkpoint_dir = root;
         files.tag = tag;

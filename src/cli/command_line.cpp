@@ -1,5 +1,6 @@
 #include "cli/command_line.hpp"
 
+#include <array>
 #include <charconv>
 #include <sstream>
 
@@ -46,6 +47,25 @@ Enum choose(const std::string& option, const std::string& value) {
         return *choice;
     throw_usage_error("--" + option + " must be " + enum_choices<Enum>() + " (got '" + value +
                       "')");
+}
+
+// The spellings PyTorch and Hugging Face users type for a format or a dtype, as this tool's
+// names; any other text is returned as it is.
+std::string without_alias(const std::string& option, const std::string& value) {
+    static constexpr std::array<std::array<const char*, 3>, 7> kAliases = {{
+        {"format", "bin", "torch"},
+        {"format", "pt", "torch"},
+        {"format", "pytorch", "torch"},
+        {"format", "st", "safetensors"},
+        {"dtype", "float32", "fp32"},
+        {"dtype", "bfloat16", "bf16"},
+        {"dtype", "float16", "fp16"},
+    }};
+    for (const auto& [name, alias, canonical] : kAliases) {
+        if (option == name && value == alias)
+            return canonical;
+    }
+    return value;
 }
 
 }  // namespace
@@ -96,13 +116,15 @@ CommandLine parse_command_line(int argc, const char* const* argv) {
 
     po::options_description output("Output");
     output.add_options()("format", po::value<std::string>(),
-                         "safetensors (default), torch (pytorch_model*.bin), hdf5 (model*.h5) or "
-                         "universal (DeepSpeed's universal checkpoint: fp32 masters and Adam "
-                         "moments per parameter, to resume training at another scale)")(
+                         "safetensors (default; also st), torch (pytorch_model*.bin; also bin, "
+                         "pt, pytorch), hdf5 (model*.h5) or universal (DeepSpeed's universal "
+                         "checkpoint: fp32 masters and Adam moments per parameter, to resume "
+                         "training at another scale)")(
         "from-universal", po::bool_switch(),
         "convert CKPT_DIR/latest_universal even where CKPT_DIR/latest exists")(
         "dtype", po::value<std::string>(),
-        "fp32 (default), bf16 or fp16: dtype of every floating tensor")(
+        "fp32 (default), bf16 or fp16 (also float32, bfloat16, float16): dtype of every "
+        "floating tensor")(
         "max-shard-size", po::value<std::string>(),
         "Hugging Face shard size: 5GB (default), 500MB, 1.5TB, 4GiB, ...: kB, MB, GB, TB "
         "(powers of 1000, as huggingface_hub) or KiB, MiB, GiB, TiB (powers of 1024); none "
@@ -235,7 +257,8 @@ CommandLine parse_command_line(int argc, const char* const* argv) {
 
     bool safe_serialization = vm["safe_serialization"].as<bool>();
     if (vm.count("format") != 0) {
-        options.format = choose<OutputFormat>("format", vm["format"].as<std::string>());
+        options.format =
+            choose<OutputFormat>("format", without_alias("format", vm["format"].as<std::string>()));
         chosen.push_back(ShapeOption::kFormat);
         if (safe_serialization && options.format != OutputFormat::kSafetensors) {
             throw_usage_error("--safe_serialization asks for safetensors but --format asks for " +
@@ -243,7 +266,8 @@ CommandLine parse_command_line(int argc, const char* const* argv) {
         }
     }
     if (vm.count("dtype") != 0) {
-        options.dtype = choose<DType>("dtype", vm["dtype"].as<std::string>());
+        options.dtype =
+            choose<DType>("dtype", without_alias("dtype", vm["dtype"].as<std::string>()));
         chosen.push_back(ShapeOption::kDtype);
     }
     if (vm.count("max_shard_size") != 0 && vm.count("max-shard-size") != 0) {

@@ -9,6 +9,7 @@
 
 #include <mpi.h>
 
+#include "cli/build_info.hpp"
 #include "cli/command_line.hpp"
 #include "cli/console_observer.hpp"
 #include "cli/exit_code.hpp"
@@ -86,7 +87,7 @@ int main(int argc, char** argv) {
                 std::fputs(help->text.c_str(), stdout);
         } else if (std::holds_alternative<z2f::cli::VersionRequest>(command)) {
             if (rank == 0)
-                std::printf("zero2fp32-mpi %s\n", z2f::kVersion);
+                std::printf("zero2fp32-mpi %s\n%s", z2f::kVersion, z2f::cli::build_info().c_str());
         } else {
             code = z2f::cli::run(std::get<z2f::cli::ConvertRequest>(command), rank == 0);
         }

@@ -1,7 +1,12 @@
 #include "common/crc32.hpp"
 
-#include <isa-l/crc.h>
+#include <algorithm>
+#include <limits>
+
 #include <zlib.h>
+#if Z2F_HAVE_ISAL
+#include <isa-l/crc.h>
+#endif
 
 namespace z2f {
 namespace {
@@ -10,14 +15,31 @@ static_assert(sizeof(z_off_t) == 8, "crc32_combine needs a 64-bit z_off_t for re
 
 }  // namespace
 
+const char* crc32_implementation() noexcept {
+    return Z2F_HAVE_ISAL ? "ISA-L" : "zlib";
+}
+
 std::uint32_t crc32_update(std::uint32_t crc, std::span<const std::byte> data) noexcept {
+    if (data.empty()) {
+        return crc;  // an empty span may have a null pointer; neither library is asked about that
+    }
+#if Z2F_HAVE_ISAL
     // crc32_gzip_refl follows zlib's convention: it takes and returns the finished CRC
     // (complemented on entry and on exit inside), so crc32(c, p, n) == crc32_gzip_refl(c, p, n)
-    // for any c; the unit tests check this against zlib. Its length is 64-bit: no pieces.
-    if (data.empty()) {
-        return crc;  // an empty span may have a null pointer; ISA-L is not asked about that
-    }
+    // for any c; the unit tests check this against known CRCs. Its length is 64-bit: no pieces.
     return ::crc32_gzip_refl(crc, reinterpret_cast<const unsigned char*>(data.data()), data.size());
+#else
+    // zlib's length is a uInt (32 bits): a span over 4 GiB goes in pieces.
+    constexpr std::size_t kPiece = std::numeric_limits<uInt>::max() & ~std::size_t{0xFFFF};
+    const auto* bytes = reinterpret_cast<const Bytef*>(data.data());
+    uLong running = crc;
+    for (std::size_t done = 0; done < data.size();) {
+        const std::size_t piece = std::min(kPiece, data.size() - done);
+        running = ::crc32(running, bytes + done, static_cast<uInt>(piece));
+        done += piece;
+    }
+    return static_cast<std::uint32_t>(running);
+#endif
 }
 
 std::uint32_t crc32_of(std::span<const std::byte> data) noexcept {

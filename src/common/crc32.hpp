@@ -3,9 +3,10 @@
 //
 // The one place where the program computes CRCs, and never with a hand-written table: the
 // bytes go through ISA-L's crc32_gzip_refl (carry-less multiplication, picked at run time for
-// the CPU: about 10x zlib's crc32 here, see docs/io-engine.md), the joins through zlib's
-// crc32_combine. The copy engine checksums a torch `.bin` storage record extent by extent
-// (possibly on several threads), then joins the pieces in file order:
+// the CPU: about 10x zlib's crc32 here, see docs/io-engine.md), or zlib's crc32 in a build
+// configured without ISA-L; the joins go through zlib's crc32_combine. The copy engine checksums a
+// torch `.bin` storage record extent by extent (possibly on several threads), then joins the pieces
+// in file order:
 //
 //     crc(A ++ B) == crc32_join(crc(A), crc(B), size(B))
 //
@@ -17,6 +18,9 @@
 #include <span>
 
 namespace z2f {
+
+// "ISA-L" or "zlib": what computes crc32_update in this build.
+const char* crc32_implementation() noexcept;
 
 // CRC-32 of `data`.
 std::uint32_t crc32_of(std::span<const std::byte> data) noexcept;

@@ -5,18 +5,20 @@
 //   - OUT_DIR is empty;
 //   - OUT_DIR exists and is not a directory (a regular file, a device, a dangling link);
 //   - OUT_DIR does not exist and its name ends in .bin, .safetensors, .pt, .pth or .h5:
-//     zero_to_fp32.py's `output_file` habit, where OUT_DIR is a folder;
+//     zero_to_fp32.py's `output_file` habit, where OUT_DIR is a folder (the message suggests a
+//     folder outside the checkpoint, also when the habit is run from inside it);
 //   - OUT_DIR, resolved, is CKPT_DIR or inside it, or is the tag folder or inside it, both
 //     resolved: the outputs would be mixed into the checkpoint (and a later run would read
 //     them as part of it); --overwrite must never remove one of the checkpoint's files.
-//     One exception: universal output into the checkpoint folder (the folder that holds the tag
-//     folder and `latest`: CKPT_DIR, or its parent when CKPT_DIR is the tag folder), where
-//     DeepSpeed puts a universal checkpoint beside the original and where nothing is written
-//     but `<tag>_universal/` and `latest_universal` (docs/universal-checkpoint.md §1):
+//   - OUT_DIR, resolved, is the checkpoint folder (the folder that holds the tag folder and
+//     `latest`: CKPT_DIR, or its parent when CKPT_DIR is the tag folder), except for universal
+//     output: there DeepSpeed puts a universal checkpoint beside the original, and nothing is
+//     written but `<tag>_universal/` and `latest_universal` (docs/universal-checkpoint.md §1):
 //
 //       CKPT_DIR = ckpt        OUT_DIR = ckpt                 universal only
 //                              OUT_DIR = ckpt/x, ckpt/tag/x   refused
-//       CKPT_DIR = ckpt/tag    OUT_DIR = ckpt                 allowed (not inside CKPT_DIR)
+//       CKPT_DIR = ckpt/tag    OUT_DIR = ckpt                 universal only
+//                              OUT_DIR = ckpt/x               allowed (not inside CKPT_DIR)
 //                              OUT_DIR = ckpt/tag, .../x      refused
 // "Resolved" means: absolute, symbolic links of the existing part followed (realpath), the part
 // that does not exist yet appended as written with "." and ".." applied to the text. It reads

@@ -10,6 +10,30 @@
 #include "io/posix_file.hpp"
 
 namespace z2f::driver {
+namespace {
+
+// --verify of a folder without a run record (DeepSpeed's own zero_to_fp32.py output, or a copy
+// made without the hidden file): checked as the command line describes it, which is said first,
+// since the defaults may not be how the folder was written.
+std::string verify_without_record_note(const std::string& output_dir, const Options& options) {
+    std::string shape;
+    for (ShapeOption option :
+         {ShapeOption::kFormat, ShapeOption::kDtype, ShapeOption::kMaxShardSize}) {
+        shape += (shape.empty() ? "" : ", ") + std::string(enum_name(option)) + " " +
+                 shape_value(options, option);
+    }
+    for (ShapeOption option : options.chosen) {
+        if (option != ShapeOption::kFormat && option != ShapeOption::kDtype &&
+            option != ShapeOption::kMaxShardSize)
+            shape += ", " + std::string(enum_name(option)) + " " + shape_value(options, option);
+    }
+    return "'" + output_dir + "' holds no run record (" + kManifestName +
+           "): verifying it as the command line describes it (" + shape +
+           "); give the options it was written with (--parity for zero_to_fp32.py's output, "
+           "--format torch for pytorch_model*.bin)";
+}
+
+}  // namespace
 
 bool adopt_run_record(PhaseRunner& phases, const std::string& checkpoint_dir,
                       const std::string& output_dir, Options& options, RecordedRun& recorded) {
@@ -30,12 +54,10 @@ bool adopt_run_record(PhaseRunner& phases, const std::string& checkpoint_dir,
         if (io::is_regular_file(path))
             manifest = decode_manifest(io::read_small_file(path, 64u << 20));
         if (!manifest) {
-            if (options.resume)
-                return;  // the output-folder checks decide what its files are (output_dir.hpp)
-            throw_output_error(
-                "'" + output_dir + "' holds no run record (" + kManifestName +
-                "), so what its files should hold is unknown: --verify checks outputs written by "
-                "this version of zero2fp32-mpi, which leaves that record beside them");
+            // --resume: the output-folder checks decide what its files are (output_dir.hpp).
+            if (options.verify)
+                phases.say(MessageLevel::kWarning, verify_without_record_note(output_dir, options));
+            return;
         }
         Options effective = options;
         adopt_recorded_shape(manifest->shape, effective, output_dir);

@@ -7,7 +7,9 @@
 // error that shows the record's value. --verify also takes the recorded tag when -t is not
 // given and CKPT_DIR holds that tag folder (`latest` may have moved on since); --resume does
 // not (a record of another tag is another run). Nothing is written.
-//   --verify   the record is required: without one, what the files should hold is unknown;
+//   --verify   without a record (zero_to_fp32.py's output, a copy without the hidden file) the
+//              files are checked as the command line's options describe them, and rank 0 says
+//              so with the options it uses;
 //   --resume   without a record the run goes on with the command line's options; whether the
 //              record (or its absence) lets this run continue in OUT_DIR is decided once the
 //              plan is known (output_dir.hpp: a record of another run is refused).

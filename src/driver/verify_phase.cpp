@@ -43,13 +43,13 @@ bool verify_outputs(PhaseRunner& phases, run::RunPlan& plan, const std::string& 
     bool ok = phases.run("verify", [&] {
         if (!phases.is_root())
             return;
-        if (recorded.tag_dir != plan.checkpoint.tag_dir) {
+        if (recorded.found && recorded.tag_dir != plan.checkpoint.tag_dir) {
             phases.say(MessageLevel::kWarning, "the run record says '" + output_dir +
                                                    "' was converted from '" + recorded.tag_dir +
                                                    "'; verifying against '" +
                                                    plan.checkpoint.tag_dir + "'");
         }
-        if (!recorded.complete) {
+        if (recorded.found && !recorded.complete) {
             phases.say(MessageLevel::kWarning,
                        "the run that wrote '" + output_dir + "' did not finish");
         }

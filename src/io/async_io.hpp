@@ -76,7 +76,11 @@ class AsyncIo {
     virtual IoEngine engine() const noexcept = 0;
 };
 
-// `depth` >= 1. kIoUring falls back to kThreads where io_uring is unavailable.
+// `depth` >= 1. kIoUring falls back to kThreads where io_uring is unavailable: refused by the
+// kernel, or not built in (this build was configured without liburing).
 std::unique_ptr<AsyncIo> make_async_io(IoEngine engine, std::size_t depth);
+
+// Whether this build has the io_uring engine (liburing found at configure time).
+bool io_uring_built_in() noexcept;
 
 }  // namespace z2f::io

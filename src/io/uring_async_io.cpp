@@ -172,6 +172,10 @@ std::optional<IoCompletion> UringAsyncIo::poll_one() {
 
 }  // namespace
 
+bool io_uring_built_in() noexcept {
+    return true;
+}
+
 std::unique_ptr<AsyncIo> make_uring_async_io(std::size_t depth) {
     auto ring = std::make_unique<UringAsyncIo>(depth);
     if (ring->init() != 0) {

@@ -39,7 +39,16 @@ LoadedModule load_module() {
 
 }  // namespace
 
+bool hdf5_output_built_in() noexcept {
+    return Z2F_HAVE_HDF5;
+}
+
 Hdf5LayoutFunction hdf5_layout_function() {
+    if (!hdf5_output_built_in())
+        throw_usage_error(
+            "--format hdf5: this build of zero2fp32 has no HDF5 output; configure it with "
+            "-DZ2F_WITH_HDF5=ON (HDF5's C library, e.g. Debian's libhdf5-dev, and without "
+            "Z2F_STATIC_DEPS) and build again, or choose --format safetensors or torch");
     // A function-local static is initialised once, thread-safely, on first use.
     static const LoadedModule module = load_module();
     if (module.layout == nullptr)

@@ -30,7 +30,11 @@ inline constexpr const char* kHdf5ModuleName = "libzero2fp32_hdf5.so";
 
 // layout_hdf5_file from the module, loading it on the first call (thread-safe). Throws
 // z2f::Error (kOutput) naming the module's path and the loader's message when it cannot be
-// loaded, on every call.
+// loaded, on every call; in a build configured without HDF5 (no module), Error (kUsage) naming
+// the build option that enables it.
 Hdf5LayoutFunction hdf5_layout_function();
+
+// Whether this build has the HDF5 module (HDF5 found at configure time).
+bool hdf5_output_built_in() noexcept;
 
 }  // namespace z2f::output

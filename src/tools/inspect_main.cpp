@@ -1,10 +1,11 @@
-// zero2fp32-inspect: shows what is inside a torch.save file (or a safetensors file) without
-// loading its tensors.
+// zero2fp32-inspect: shows what is inside a torch.save file (or a safetensors or HDF5 file)
+// without loading its tensors.
 //
 // Prints the zip record table (name, data offset, size, method, CRC) and the pickle as an
 // indented tree in which every tensor is shown as dtype / shape / strides / storage record /
 // element offset, plus the absolute file offset of its first byte. Reads the zip directory and
-// data.pkl only, so it is instant on a multi-GB optimizer file.
+// data.pkl only, so it is instant on a multi-GB optimizer file. Safetensors and HDF5 files (the
+// converter's outputs) are shown as their header: one line per tensor (tools/inspect_hdf5.hpp).
 #include <array>
 #include <cstdio>
 #include <iomanip>
@@ -20,6 +21,7 @@
 #include "io/posix_file.hpp"
 #include "output/safetensors_reader.hpp"
 #include "pickle/printer.hpp"
+#include "tools/inspect_hdf5.hpp"
 #include "zero2fp32/version.hpp"
 
 namespace po = boost::program_options;
@@ -89,7 +91,7 @@ void print_safetensors(const std::string& path) {
 
 int main(int argc, char** argv) {
     po::options_description visible(
-        "Usage: zero2fp32-inspect FILE (.pt, .bin or .safetensors) [options]\n\nOptions");
+        "Usage: zero2fp32-inspect FILE (.pt, .bin, .safetensors or .h5) [options]\n\nOptions");
     visible.add_options()("help,h", "show this help")("version", "print the version")(
         "records-only", "print only the zip record table")("pickle-only",
                                                            "print only the pickle tree")(
@@ -128,6 +130,10 @@ int main(int argc, char** argv) {
     try {
         if (looks_like_safetensors(path)) {
             print_safetensors(path);
+            return 0;
+        }
+        if (z2f::tools::looks_like_hdf5(path)) {
+            z2f::tools::print_hdf5(std::cout, path);
             return 0;
         }
         z2f::container::TorchFile torch_file = z2f::container::TorchFile::open(path);

@@ -61,6 +61,54 @@ grep -q "Exit codes" "$WORK/out.txt" || fail "--help has no exit codes"
 run_single --version
 expect_rc 0
 grep -q "^zero2fp32-mpi " "$WORK/out.txt" || fail "--version output"
+for line in "^MPI: ." "^direct I/O engine: \(io_uring\|threads\)" "^CRC-32: \(ISA-L\|zlib\)" "^HDF5 output: "; do
+    grep -q "$line" "$WORK/out.txt" || fail "--version lacks '$line': $(cat "$WORK/out.txt")"
+done
+if [[ "${Z2F_WITH_HDF5:-1}" == 1 ]]; then
+    grep -q "^HDF5 output: yes" "$WORK/out.txt" || fail "--version: HDF5 built in, not said"
+else
+    grep -q "^HDF5 output: no" "$WORK/out.txt" || fail "--version: HDF5 not built in, not said"
+fi
+
+case_start "the spellings of PyTorch and Hugging Face users: --format bin|pt|pytorch|st, --dtype bfloat16|float32|float16"
+run_single "$Z2F_FIXTURES/z2_ws1_fp32" "$WORK/alias_bf16" --dtype bf16 -q
+expect_rc 0
+for format in bin pt pytorch; do
+    run_single "$Z2F_FIXTURES/z2_ws1_fp32" "$WORK/alias_$format" --format "$format" --dtype bfloat16 -q
+    expect_rc 0
+    expect_file "$WORK/alias_$format/pytorch_model.bin"
+done
+run_single "$Z2F_FIXTURES/z2_ws1_fp32" "$WORK/alias_st" --format st --dtype bfloat16 -q
+expect_rc 0
+cmp -s "$WORK/alias_st/model.safetensors" "$WORK/alias_bf16/model.safetensors" \
+    || fail "--format st --dtype bfloat16 differs from the default format with --dtype bf16"
+for dtype in float32 float16; do
+    run_single "$Z2F_FIXTURES/z2_ws1_fp32" "$WORK/alias_$dtype" --dtype "$dtype" -q
+    expect_rc 0
+done
+cmp -s "$WORK/alias_float32/model.safetensors" "$WORK/alias_bf16/model.safetensors" \
+    && fail "--dtype float32 wrote bf16"
+run_single "$Z2F_FIXTURES/z2_ws1_fp32" "$WORK/alias_f16" --dtype fp16 -q
+cmp -s "$WORK/alias_float16/model.safetensors" "$WORK/alias_f16/model.safetensors" \
+    || fail "--dtype float16 differs from --dtype fp16"
+run_single "$Z2F_FIXTURES/z2_ws1_fp32" "$WORK/never" --format binary
+expect_rc 2
+
+case_start "a tag folder and a tag: both named, and which to drop"
+run_single "$Z2F_FIXTURES/z2_ws2_multitag_fp32/global_step2" "$WORK/never" -t global_step1
+expect_rc 2
+expect_stderr "CKPT_DIR is a tag folder itself ('global_step2'), and a tag was given too (-t global_step1)"
+expect_stderr "-t global_step1, or the tag folder '.*global_step1' alone"
+run_single "$Z2F_FIXTURES/z2_ws2_multitag_fp32/global_step2" "$WORK/never" -t global_step2
+expect_rc 2
+expect_stderr "drop -t global_step2"
+run_single "$Z2F_FIXTURES/z2_ws2_multitag_fp32" "$WORK/never" -t global_step9
+expect_rc 2
+expect_stderr "tag folder 'global_step9' does not exist (tags here: global_step1, global_step2"
+run_single "$WORK/no-such-checkpoint" "$WORK/never"
+expect_rc 2
+expect_stderr "checkpoint directory does not exist"
+expect_no_file "$WORK/never"
 
 case_start "zero_to_fp32's own arguments work unchanged"
 run_mpi 2 "$Z2F_FIXTURES/z2_ws2_multitag_fp32" "$WORK/zt" -t global_step1 --safe_serialization \
@@ -69,6 +117,7 @@ expect_rc 0
 expect_file "$WORK/zt/model.safetensors.index.json"
 grep -q '"weight_map"' "$WORK/zt/model.safetensors.index.json" || fail "index has no weight_map"
 
+if [[ "${Z2F_WITH_HDF5:-1}" == 1 ]]; then
 case_start "HDF5 is loaded only for --format hdf5, from the module next to the library"
 lib_dir=$(dirname "$(ldd "$Z2F_BIN" | awk '/libzero2fp32\.so/ {print $3}')")
 [[ -f "$lib_dir/libzero2fp32_hdf5.so" ]] || fail "no HDF5 module next to the library in '$lib_dir'"
@@ -77,6 +126,32 @@ run_mpi 2 "$Z2F_FIXTURES/z3_ws4_fp32" "$WORK/h5" --format hdf5 -q
 expect_rc 0
 [[ -s "$WORK/h5/model.h5" ]] || fail "no model.h5: $(ls "$WORK/h5")"
 [[ $(head -c 4 "$WORK/h5/model.h5" | tail -c 3) == HDF ]] || fail "model.h5 has no HDF5 signature"
+
+case_start "zero2fp32-inspect reads the .h5 it writes: the tensors of the safetensors output, aliases as links"
+run_single "$Z2F_FIXTURES/z3_ws2_tied_fp32" "$WORK/tied_h5" --format hdf5 -q
+expect_rc 0
+run_single "$Z2F_FIXTURES/z3_ws2_tied_fp32" "$WORK/tied_st" --untie -q
+expect_rc 0
+"$Z2F_INSPECT" "$WORK/tied_h5/model.h5" >"$WORK/h5.txt" 2>&1 || fail "inspect .h5: $(cat "$WORK/h5.txt")"
+"$Z2F_INSPECT" "$WORK/tied_st/model.safetensors" >"$WORK/st.txt" 2>&1 || fail "inspect .safetensors"
+grep -q "^attribute: format = zero2fp32" "$WORK/h5.txt" || fail "no root attribute: $(cat "$WORK/h5.txt")"
+grep -q "^  lm_head.weight  *= embed.weight (hard link: tied alias)" "$WORK/h5.txt" \
+    || fail "the tied alias is not shown as a link: $(cat "$WORK/h5.txt")"
+# name, dtype and shape of every other tensor as the safetensors header has them
+columns() { grep "^  " "$1" | grep -v "hard link" | sed 's/ @ .*//' | awk '{$1 = $1; print}' | sort; }
+[[ "$(columns "$WORK/h5.txt")" == "$(columns "$WORK/st.txt" | grep -v '^lm_head.weight ')" ]] \
+    || fail "the .h5 tensors differ from the safetensors ones: $(diff <(columns "$WORK/h5.txt") <(columns "$WORK/st.txt"))"
+else
+case_start "a build without HDF5: --format hdf5 and inspecting an .h5 are refused, naming the build option"
+run_mpi 2 "$Z2F_FIXTURES/z3_ws4_fp32" "$WORK/h5" --format hdf5
+expect_rc 2
+expect_stderr "-DZ2F_WITH_HDF5=ON"
+expect_no_file "$WORK/h5"
+printf '\x89HDF\r\n\x1a\n' >"$WORK/fake.h5"
+"$Z2F_INSPECT" "$WORK/fake.h5" >"$WORK/h5.txt" 2>&1
+[[ $? -eq 2 ]] || fail "inspect of an .h5 without HDF5: exit code"
+grep -q -- "-DZ2F_WITH_HDF5=ON" "$WORK/h5.txt" || fail "inspect does not name the option: $(cat "$WORK/h5.txt")"
+fi
 
 case_start "--dry-run writes nothing"
 run_mpi 3 "$Z2F_FIXTURES/z3_ws4_fp32" "$WORK/dry" --dry-run --max-shard-size 10KB
@@ -164,7 +239,7 @@ grep -q '"ds_version": "0.14.5"' "$WORK/summary.json" || fail "summary ds_versio
 grep -q '"peak_rss_bytes"' "$WORK/summary.json" || fail "summary rss"
 grep -A2 '"io_wait_seconds"' "$WORK/summary.json" | grep -q '"writes"' || fail "summary io waits"
 run_mpi 2 "$WORK/does-not-exist" "$WORK/sum2" -q --summary-json "$WORK/summary2.json"
-expect_rc 1
+expect_rc 2
 grep -q '"status": "error"' "$WORK/summary2.json" || fail "failure summary status"
 grep -q 'does not exist' "$WORK/summary2.json" || fail "failure summary message"
 

@@ -88,15 +88,32 @@ for ranks in 1 3; do
     expect_unchanged "$before" "$out"
 done
 
-case_start "--verify without a run record or without OUT_DIR: an error, nothing created"
-run_single "$TIED" "$WORK/norecord" -q
+case_start "--verify without a run record: checked as the command line says (and said so); without OUT_DIR: an error"
+run_single "$TIED" "$WORK/norecord" -q --dtype bf16
 expect_rc 0
 rm "$WORK/norecord/.zero2fp32-run.json"
 before=$(snapshot "$WORK/norecord")
 run_single "$TIED" "$WORK/norecord" --verify
 expect_rc 1
-expect_stderr "holds no run record"
+expect_stderr "holds no run record (.zero2fp32-run.json): verifying it as the command line describes it (--format safetensors, --dtype fp32"
+expect_stderr "model.safetensors: "
+run_mpi 2 "$TIED" "$WORK/norecord" --verify --dtype bfloat16
+expect_rc 0
+expect_stderr "verifying it as the command line describes it (--format safetensors, --dtype bf16"
+expect_stderr "verify: every output byte matches the checkpoint"
 expect_unchanged "$before" "$WORK/norecord"
+# zero_to_fp32.py's own output (no record) against the checkpoint: equal with --parity only.
+cp -r "$Z2F_FIXTURES/z2_ws2_frozen_bf16/ref/safetensors" "$WORK/zero_to_fp32_out"
+run_mpi 2 "$Z2F_FIXTURES/z2_ws2_frozen_bf16" "$WORK/zero_to_fp32_out" --verify --parity
+expect_rc 0
+expect_stderr "model.safetensors: intact"
+run_single "$Z2F_FIXTURES/z2_ws2_frozen_bf16" "$WORK/zero_to_fp32_out" --verify
+expect_rc 1
+expect_stderr "model.safetensors: truncated"
+printf 'X' | dd of="$WORK/zero_to_fp32_out/model.safetensors" bs=1 seek=2000 conv=notrunc status=none
+run_single "$Z2F_FIXTURES/z2_ws2_frozen_bf16" "$WORK/zero_to_fp32_out" --verify --parity
+expect_rc 1
+expect_stderr "model.safetensors: differs: tensor"
 run_single "$TIED" "$WORK/nothing" --verify
 expect_rc 1
 expect_stderr "does not exist: nothing to verify"
@@ -148,11 +165,27 @@ ln -s "$WORK/ck/global_step2" "$WORK/link_to_tag"
 run_single "$WORK/ck" "$WORK/link_to_tag/out"
 expect_rc 2
 expect_stderr "inside the checkpoint folder"
+# The checkpoint's root from its tag folder: only universal output goes there.
+run_single "$WORK/ck/global_step2" "$WORK/ck" --summary-json "$WORK/path.json"
+expect_rc 2
+expect_stderr "is the checkpoint's root"
 expect_unchanged "$ck_before" "$WORK/ck"
 [[ $(cat "$WORK/plain") == data ]] || fail "the regular file OUT_DIR was changed"
 expect_no_file "$WORK/pytorch_model.bin"
 expect_no_file "$WORK/model.safetensors"
 expect_no_file "$WORK/out.pt"
+cd - >/dev/null || exit 1
+
+case_start "zero_to_fp32's habit from inside the checkpoint: the suggested folder works"
+fixture_copy z2_ws2_fp32 "$WORK/inside"
+cd "$WORK/inside" || exit 1
+run_single . pytorch_model.bin
+expect_rc 2
+suggested=$(grep -o "e.g. '[^']*'" "$WORK/err.txt" | sed "s/^e.g. '//; s/'$//")
+[[ -n "$suggested" ]] || fail "no folder suggested: $(cat "$WORK/err.txt")"
+run_single . "$suggested" --format torch -q
+expect_rc 0
+expect_file "$suggested/pytorch_model.bin"
 cd - >/dev/null || exit 1
 
 case_start "the summary is written for usage errors; an unwritable summary fails the run"

@@ -30,6 +30,7 @@
 #include "driver/run_manifest.hpp"
 #include "io/call_hook.hpp"
 #include "mpi_support.hpp"
+#include "output/hdf5_module.hpp"
 #include "support/fault_plan.hpp"
 #include "support/test_files.hpp"
 
@@ -311,6 +312,8 @@ TEST(FaultSweep, TorchBinDirect) {
 }
 
 TEST(FaultSweep, Hdf5Buffered) {
+    if (!output::hdf5_output_built_in())
+        GTEST_SKIP() << "built without HDF5";
     run_sweep("h5-buffered", {"z3_ws2_bf16", [](Options& o) {
                                   o.format = OutputFormat::kHdf5;
                                   o.io = IoBackend::kBuffered;

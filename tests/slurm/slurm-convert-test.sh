@@ -59,9 +59,12 @@ fi
 
 echo "--- sbatch slurm/convert.sbatch"
 timeout 180 sbatch --wait --ntasks=4 "$Z2F_SOURCE_DIR/slurm/convert.sbatch" "$Z2F_FIXTURES/z3_ws4_fp32" \
-    "$work/sbatch_out" safetensors fp32 -- --max-shard-size 10KB --parity -q >"$work/sbatch.log" 2>&1 \
+    "$work/sbatch_out/" safetensors fp32 -- --max-shard-size 10KB --parity -q >"$work/sbatch.log" 2>&1 \
     || fail "sbatch convert.sbatch failed: $(cat "$work/sbatch.log" "$work"/zero2fp32-*.log 2>/dev/null)"
-# The run record (.zero2fp32-run.json) is ours; every other file is zero_to_fp32's.
+# The run record (.zero2fp32-run.json) is ours; every other file is zero_to_fp32's. OUT_DIR was
+# given with a trailing slash: the summary is beside the folder, not in it.
+grep -q '"status": "ok"' "$work/sbatch_out.summary.json" 2>/dev/null \
+    || fail "no successful summary beside the output folder: $(ls -a "$work" "$work/sbatch_out")"
 diff -r -x .zero2fp32-run.json "$work/sbatch_out" "$Z2F_FIXTURES/z3_ws4_fp32/ref/sharded_safetensors" >/dev/null \
     || fail "sbatch output differs from zero_to_fp32's sharded output"
 

@@ -4,7 +4,9 @@
 #include <filesystem>
 #include <stdexcept>
 
+#if Z2F_HAVE_HDF5
 #include <hdf5.h>
+#endif
 
 #include "output/safetensors_reader.hpp"
 #include "support/test_files.hpp"
@@ -31,6 +33,7 @@ SafetensorsContent read_safetensors(const std::string& path) {
 }
 
 Hdf5Dataset read_hdf5_dataset(const std::string& path, const std::string& name) {
+#if Z2F_HAVE_HDF5
     Hdf5Dataset out;
     hid_t file = H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
     if (file < 0)
@@ -70,6 +73,9 @@ Hdf5Dataset read_hdf5_dataset(const std::string& path, const std::string& name) 
     H5Dclose(dataset);
     H5Fclose(file);
     return out;
+#else
+    throw std::runtime_error(path + ": " + name + ": this build has no HDF5 to read it with");
+#endif
 }
 
 std::vector<std::string> list_tree(const std::string& root) {

@@ -19,7 +19,8 @@ struct SafetensorsContent {
 SafetensorsContent read_safetensors(const std::string& path);
 
 // One dataset of an HDF5 file: raw bytes in the file's type, shape, and its "dtype" attribute
-// ("" when absent). Hard links resolve to their target.
+// ("" when absent). Hard links resolve to their target. A build without HDF5 has no reader: it
+// throws (callers ask output::hdf5_output_built_in() first).
 struct Hdf5Dataset {
     std::vector<std::uint64_t> shape;
     std::vector<std::byte> bytes;

@@ -55,8 +55,8 @@ PieceResult read_pieces(const plan::TensorPlan& plan, const plan::PlannedTensor&
                     }
                     if (tensor.source_dtype == DType::kF32) {
                         for (std::size_t b = 0; b + 4 <= piece.row_bytes; b += 4) {
-                            double d = std::fabs(double{f32_at(streams[s], from + b)} -
-                                                 double{f32_at(streams[0], from + b)});
+                            double d = std::fabs(static_cast<double>(f32_at(streams[s], from + b)) -
+                                                 static_cast<double>(f32_at(streams[0], from + b)));
                             result.largest_difference = std::max(result.largest_difference, d);
                         }
                     }

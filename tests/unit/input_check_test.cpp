@@ -17,6 +17,7 @@
 #include "io/posix_file.hpp"
 #include "run/task_parts.hpp"
 #include "run/tensor_source.hpp"
+#include "support/built_formats.hpp"
 #include "support/fixture_plans.hpp"
 #include "support/test_files.hpp"
 #include "zero2fp32/error.hpp"
@@ -112,8 +113,7 @@ TEST(InputCheck, PiecesCoverEveryRecordReadOnceAndJoinToItsCrc) {
     for (const char* fixture :
          {"z3_ws2_tied_fp32", "z2_ws2_frozen_bf16", "z1_ws2_bf16opt", "z3_ws4_fp32"}) {
         checkpoint::CheckpointMeta meta = fixture_meta(fixture);
-        for (OutputFormat format : {OutputFormat::kSafetensors, OutputFormat::kTorch,
-                                    OutputFormat::kHdf5, OutputFormat::kUniversal}) {
+        for (OutputFormat format : testing::built_formats()) {
             for (std::uint32_t ranks = 1; ranks <= 4; ++ranks) {
                 for (std::uint64_t block : {std::uint64_t{4} << 20, std::uint64_t{4096}}) {
                     SCOPED_TRACE(std::string(fixture) + " " + std::string(enum_name(format)) +
@@ -145,8 +145,7 @@ TEST(InputCheck, AShardsRowsOfARowParallelWeightAreOneRange) {
     const std::string dir = std::string(Z2F_TEST_DATA) + "/deepspeed-parallel/tp2_dp2_z1_fp32";
     checkpoint::ParallelCheckpointMeta meta =
         checkpoint::read_parallel_checkpoint_meta(checkpoint::discover_file_grid(dir, ""));
-    for (OutputFormat format : {OutputFormat::kSafetensors, OutputFormat::kTorch,
-                                OutputFormat::kHdf5, OutputFormat::kUniversal}) {
+    for (OutputFormat format : testing::built_formats()) {
         for (std::uint32_t ranks = 1; ranks <= 4; ++ranks) {
             for (std::uint64_t block : {std::uint64_t{4} << 20, std::uint64_t{4096}}) {
                 SCOPED_TRACE(std::string(enum_name(format)) + " ranks " + std::to_string(ranks) +

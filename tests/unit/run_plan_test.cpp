@@ -10,6 +10,7 @@
 #include "checkpoint/assemble.hpp"
 #include "checkpoint/discovery.hpp"
 #include "common/crc32.hpp"
+#include "support/built_formats.hpp"
 #include "support/expected_state.hpp"
 #include "support/fixture_plans.hpp"
 #include "support/test_files.hpp"
@@ -28,8 +29,7 @@ RunPlan build(const checkpoint::CheckpointMeta& meta, std::uint32_t ranks, Optio
 TEST(RunPlan, EveryFileHasContiguousTasksCoveringItsSlotsOnce) {
     for (const char* fixture : {"z3_ws2_tied_fp32", "z2_ws2_frozen_bf16", "z1_ws2_bf16opt"}) {
         checkpoint::CheckpointMeta meta = fixture_meta(fixture);
-        for (OutputFormat format :
-             {OutputFormat::kSafetensors, OutputFormat::kTorch, OutputFormat::kHdf5}) {
+        for (OutputFormat format : testing::built_hf_formats()) {
             for (std::uint32_t ranks = 1; ranks <= 5; ++ranks) {
                 for (std::optional<std::uint64_t> shard :
                      {std::optional<std::uint64_t>(3'000), std::optional<std::uint64_t>()}) {

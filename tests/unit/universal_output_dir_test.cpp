@@ -49,7 +49,7 @@ TEST(OutputPlacement, TheRuleAndItsUniversalException) {
              Case{"/c/ckpt/out", "/c/ckpt", false, false},
              Case{"/c/ckpt/global_step2", "/c/ckpt", false, false},
              Case{"/c/ckpt/global_step2/x", "/c/ckpt", false, false},
-             Case{"/c/ckpt", "/c/ckpt/global_step2", true, true},
+             Case{"/c/ckpt", "/c/ckpt/global_step2", true, false},
              Case{"/c/ckpt/out", "/c/ckpt/global_step2", true, true},
              Case{"/c/ckpt/global_step2", "/c/ckpt/global_step2", false, false},
              Case{"/c/ckpt/global_step2/x", "/c/ckpt/global_step2", false, false},
@@ -91,6 +91,46 @@ TEST(OutputPlacement, ARunBesideTheOriginalThroughALinkOrARelativePath) {
     EXPECT_NE(path_error(dir.file("ckpt/global_step2"), dir.file("ckpt/global_step2"), tag.tag_dir,
                          tag.checkpoint_dir, OutputFormat::kUniversal),
               "");
+}
+
+// The folder a refusal suggests ("e.g. '...'"), or "" when it suggests none.
+std::string suggestion_in(const std::string& message) {
+    const std::string marker = "e.g. '";
+    const auto begin = message.find(marker);
+    if (begin == std::string::npos)
+        return "";
+    const auto end = message.find('\'', begin + marker.size());
+    return message.substr(begin + marker.size(), end - begin - marker.size());
+}
+
+TEST(OutputPlacement, RefusalsSuggestAFolderTheRulesAccept) {
+    const std::string ckpt = "/c/ckpt";
+    const std::string tag = "/c/ckpt/global_step2";
+    struct Case {
+        const char* out;
+        const char* arg;
+        const char* suggested;
+        const char* says;
+    };
+    for (const Case& c : {
+             // zero_to_fp32's habit from inside the checkpoint: `zero2fp32-mpi . pytorch_model.bin`
+             Case{"/c/ckpt/pytorch_model.bin", "/c/ckpt", "/c/ckpt-hf", "looks like a file name"},
+             Case{"/c/ckpt/global_step2/model.safetensors", "/c/ckpt/global_step2", "/c/ckpt-hf",
+                  "looks like a file name"},
+             Case{"/out/model.safetensors", "/c/ckpt", "/out/model", "looks like a file name"},
+             // `zero2fp32-mpi ckpt/global_step2 ckpt`: the checkpoint's root
+             Case{"/c/ckpt", "/c/ckpt/global_step2", "/c/model", "is the checkpoint's root"},
+             Case{"/c/ckpt/global_step2/hf", "/c/ckpt/global_step2", "/c/ckpt-hf",
+                  "inside the checkpoint folder"},
+         }) {
+        SCOPED_TRACE(std::string(c.out) + " from " + c.arg);
+        for (OutputFormat hf : {OutputFormat::kSafetensors, OutputFormat::kTorch}) {
+            const std::string error = path_error(c.out, c.arg, tag, ckpt, hf);
+            EXPECT_NE(error.find(c.says), std::string::npos) << error;
+            EXPECT_EQ(suggestion_in(error), c.suggested) << error;
+            EXPECT_EQ(path_error(suggestion_in(error), c.arg, tag, ckpt, hf), "");
+        }
+    }
 }
 
 run::RunPlan universal_plan(const std::string& checkpoint) {
