@@ -223,9 +223,10 @@ TEST(MpiConversion, TiedWeightsInEveryFormat) {
               ExitCode::kOk);
     const bool hdf5 = output::hdf5_output_built_in();
     std::string h5 = output_dir("tied/hdf5");
-    if (hdf5)
+    if (hdf5) {
         ASSERT_EQ(convert(fixture, h5, [](Options& o) { o.format = OutputFormat::kHdf5; }),
                   ExitCode::kOk);
+    }
     std::string untied = output_dir("tied/untied");
     ASSERT_EQ(convert(fixture, untied, [](Options& o) { o.untie = true; }), ExitCode::kOk);
     if (!root())
