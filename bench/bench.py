@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""zero2fp32-mpi against the device's limits (issue 14).
+"""zero2fp32-mpi against the device's limits, and the project's performance targets.
 
 For each model size: generate (or reuse) a synthetic ZeRO checkpoint with zero2fp32-synth,
 convert it once (the copy source: the tool's own fp32 output), then run every contender in
@@ -24,8 +24,8 @@ The contenders of the Hugging Face rounds (fp32 output bytes = the copy source's
                    requests 1.4-1.7x faster (docs/io-engine.md; /proc/diskstats shows the same
                    number and size of requests either way, fio's completion latency is what
                    drops): without this row (a) is no device limit for our writer, and a ratio
-                   to it flatters the tool. --no-fio-hugepages leaves it out (then (a) is what
-                   issue 14 words); the checks print the ratio to both
+                   to it flatters the tool. --no-fio-hugepages leaves it out (then (a) is fio
+                   with 4 KiB pages and dd only); the checks print the ratio to both
         dd         if=/dev/zero bs=16M iflag=count_bytes oflag=direct conv=fsync, exact bytes
                    (dd drops O_DIRECT for the unaligned last block), its process wall time
       fio moves only whole --bs blocks, so a last partial block is a second job of one
@@ -57,14 +57,15 @@ at those rank counts x --io; then (unless --no-universal-identity) the output at
 hashed, must be the same bytes. Unless --no-identity, the first round also hashes every
 Hugging Face conversion's output (untimed): the same bytes for every backend and rank count.
 
-"Needed" bytes (issue 14), computed from the checkpoint's zip files (see needed_bytes()): the
+"Needed" bytes, computed from the checkpoint's zip files (see needed_bytes()): the
 storage records that hold the selected tensors, whole (the input CRC check reads all of a
 record, the partitions' alignment padding too) with their 30-byte local headers, plus every
 torch file's data.pkl and zip directory; for universal output also the optimizer state records
 (the moments). Every tool run reports its bytes_read against that; the target is 1.000.
 
-Writes results.md (every sample, medians, ratios, the targets check), results.csv (one row per
-contender), samples.csv (one row per sample) and plot.png to --results. Then the metadata phase
+Writes, under --results (bench/results/, kept in the repository), <date>-<commit>.md (every
+sample, medians, ratios, the targets check), <date>-<commit>.csv (one row per contender),
+<date>-<commit>-samples.csv (one row per sample) and <date>-<commit>.png. Then the metadata phase
 of a 405B-shaped W=512 checkpoint (moments and masters as file holes).
 
 Only the Python standard library, plus matplotlib for the plot (python3-matplotlib), fio, dd, cp.
@@ -96,7 +97,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 
-# Synthetic models. "201m" has the shape of the reference in the issue (a 201M-parameter ZeRO-3
+# Synthetic models. "201m" has the shape of the reference conversion (a 201M-parameter ZeRO-3
 # checkpoint, W=4, bf16 run, Adam moments included: 2.5 GB of input for 0.8 GB of output). The
 # larger ones leave the moments out so that they stay in the page cache of a small machine.
 MODELS = {
@@ -211,7 +212,7 @@ class Needed:
 
 
 def needed_bytes(tag: Path, universal: bool) -> Needed:
-    """The input bytes a conversion of tag must read (issue 14):
+    """The input bytes a conversion of tag must read:
 
     - every *.pt file: its data.pkl record (with its 30-byte local header) and its zip
       directory (central directory and end records, from the directory's start to the end);
@@ -514,7 +515,7 @@ class Series:
         return self.per_round(DEVICE_WRITE)
 
     def limit_a_as_worded(self) -> dict[int, float]:
-        """(a) as issue 14 words it: fio (4 KiB-page buffers) and dd, without the huge-page fio."""
+        """(a) without the huge-page fio: fio (4 KiB-page buffers) and dd."""
         return self.per_round(("fio-write", "dd"))
 
     def limit_b(self) -> dict[int, float]:
@@ -565,7 +566,7 @@ class Bench:
     def reserve_hugepages(self) -> bool:
         knob = Path("/proc/sys/vm/nr_hugepages")
         if os.geteuid() != 0 or not knob.exists():
-            log("not root: no fio with huge-page buffers ((a) is fio and dd as the issue ran them)")
+            log("not root: no fio with huge-page buffers ((a) is fio with 4 KiB pages and dd)")
             return False
         old = int(knob.read_text())
 
@@ -765,7 +766,7 @@ class Bench:
 
     def launcher_contenders(self, ranks: list[int]) -> list[Contender]:
         """The start-up allowance of the "N ranks not slower than 1" target: the launcher
-        starting `true` (as the issue measures it) and, for each rank count, the tool's own
+        starting `true` and, for each rank count, the tool's own
         `--version` (launcher, MPI_Init, one allreduce, MPI_Finalize: no conversion)."""
         if len(set(ranks)) < 2:
             return []
@@ -1066,7 +1067,7 @@ def target_checks(bench: Bench, all_rows: list[dict], metadata: list[dict]) -> l
             parts.append(f"per-round pairs: median {row[f'x_{name}_paired']:.2f}")
         if name == "a" and row["x_a_as_worded"] != "":
             parts.append(f"{row['x_a_as_worded']:.2f} × (a) without the huge-page fio, as "
-                         f"the issue words (a)")
+                         f"the targets were first set against")
         return f" ({'; '.join(parts)})" if parts else ""
 
     tools = [r for r in all_rows if r["kind"] == "z2f"]
@@ -1082,7 +1083,7 @@ def target_checks(bench: Bench, all_rows: list[dict], metadata: list[dict]) -> l
                 mark = " [default backend]" if r["io"] == default_io else ""
                 if cache == "warm":
                     limit = {"1.5b": 1.15, "201m": 1.3}.get(model)
-                    if limit is None:  # not named by the issue: by its output size
+                    if limit is None:  # another model: by its output size
                         info = next(i for i in bench.infos if i["model"] == model)
                         limit = 1.15 if info["fp32_output_bytes"] >= 1e9 else 1.3
                     if r["x_a"] != "":
@@ -1213,7 +1214,14 @@ def tool_version(bench: Bench) -> str:
     return f"{version or 'zero2fp32-mpi ?'}, built from commit {commit or '?'} in {bench.build}"
 
 
-def write_results(bench: Bench, metadata: list[dict], started: str) -> list[str]:
+def run_name(started: datetime.datetime) -> str:
+    """<date>-<commit>: the name of a run's results files, which the bench writes itself."""
+    commit = subprocess.run(["git", "-C", str(REPO), "describe", "--always", "--dirty"],
+                            capture_output=True, text=True).stdout.strip() or "unknown"
+    return f"{started.strftime('%Y-%m-%d-%H%M')}-{commit}"
+
+
+def write_results(bench: Bench, metadata: list[dict], started: str, name: str) -> list[str]:
     results = bench.results
     args = bench.args
     all_rows = []
@@ -1223,11 +1231,11 @@ def write_results(bench: Bench, metadata: list[dict], started: str) -> list[str]
         all_rows += rows
         tables += [""] + series_table(series, rows)
     if all_rows:
-        with open(results / "results.csv", "w", newline="") as f:
+        with open(results / f"{name}.csv", "w", newline="") as f:
             writer = csv.DictWriter(f, fieldnames=list(all_rows[0].keys()))
             writer.writeheader()
             writer.writerows(all_rows)
-    with open(results / "samples.csv", "w", newline="") as f:
+    with open(results / f"{name}-samples.csv", "w", newline="") as f:
         writer = csv.writer(f)
         writer.writerow(["suite", "model", "cache", "contender", "round", "order_in_round",
                          "seconds", "wall_s", "own_s", "peak_rss_bytes", "bytes_read",
@@ -1299,10 +1307,10 @@ def write_results(bench: Bench, metadata: list[dict], started: str) -> list[str]
             lines.append(f"| {m['ranks']} | {m['discover']:.3f} | {m['metadata']:.3f} | "
                          f"{m['plan']:.3f} | {m['wall']:.3f} | {m['rss'] / MIB:.0f} |")
     checks = target_checks(bench, all_rows, metadata)
-    lines += ["", "### Targets (issue 14)", ""] + [f"- {c}" for c in checks]
-    (results / "results.md").write_text("\n".join(lines) + "\n")
+    lines += ["", "### Targets", ""] + [f"- {c}" for c in checks]
+    (results / f"{name}.md").write_text("\n".join(lines) + "\n")
     if all_rows:
-        plot(results / "plot.png", all_rows, bench.args.cache)
+        plot(results / f"{name}.png", all_rows, bench.args.cache)
     return lines
 
 
@@ -1312,7 +1320,7 @@ def plot(path: Path, rows: list[dict], caches: list[str]) -> None:
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
     except ImportError:
-        log("no matplotlib (apt install python3-matplotlib): plot.png skipped")
+        log(f"no matplotlib (apt install python3-matplotlib): {path.name} skipped")
         return
     hf = [r for r in rows if r["suite"] == "hf"]
     sizes = {}
@@ -1399,7 +1407,7 @@ def main() -> None:
     parser.add_argument("--no-copy", action="store_true", help="leave out (b), cp + sync")
     parser.add_argument("--no-fio-hugepages", action="store_true",
                         help="leave out fio with huge-page buffers from (a) and (c'): the "
-                             "limits exactly as issue 14 words them")
+                             "limits with fio's 4 KiB pages and dd only")
     parser.add_argument("--crc-cost", action="store_true",
                         help="also run every fp32 configuration with --no-input-crc, in the "
                              "same rounds: the cost of the input CRC check")
@@ -1431,7 +1439,9 @@ def main() -> None:
                      "use --cache warm")
 
     bench = Bench(args)
-    started = datetime.datetime.now().strftime("%Y-%m-%d %H:%M")
+    now = datetime.datetime.now()
+    started = now.strftime("%Y-%m-%d %H:%M")
+    name = run_name(now)
     for model in args.models:
         if not args.skip_hf:
             bench.bench_model(model)
@@ -1439,11 +1449,11 @@ def main() -> None:
         if args.universal_ranks and "--no-moments" not in MODELS[model]:
             bench.bench_universal(model)
     # Written now and again after the metadata step: a failure there keeps the model results.
-    lines = write_results(bench, [], started)
+    lines = write_results(bench, [], started, name)
     if not args.no_metadata:
-        lines = write_results(bench, bench.bench_metadata(), started)
+        lines = write_results(bench, bench.bench_metadata(), started, name)
     print("\n".join(lines))
-    log(f"wrote {bench.results}/results.md, results.csv, samples.csv, plot.png")
+    log(f"wrote {bench.results}/{name}.md, {name}.csv, {name}-samples.csv, {name}.png")
 
 
 if __name__ == "__main__":

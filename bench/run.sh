@@ -13,7 +13,7 @@
 #   bench/run.sh --external 'python3 zero_to_fp32.py {ckpt} {out} --safe_serialization'
 #
 # Needs ~25 GB free under --work (default bench/work); results go to bench/results/
-# (results.md, results.csv, samples.csv, plot.png).
+# (<date>-<commit>.md, .csv, -samples.csv, .png).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 

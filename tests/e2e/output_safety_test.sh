@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Nothing lost, nothing silently wrong (issue 15): --verify only reads and reports each file;
+# Nothing lost, nothing silently wrong: --verify only reads and reports each file;
 # --resume of a finished output writes nothing; path mistakes are usage errors that touch
 # neither OUT_DIR nor CKPT_DIR; the summary is written for usage errors too, and a summary that
 # cannot be written is an error. At 1 and 3 ranks where the ranks matter.

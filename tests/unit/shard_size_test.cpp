@@ -98,7 +98,7 @@ TEST(ShardSize, RejectionsAreUsageErrors) {
     }
 }
 
-// Issue 15: "5GiB" said "unit 'IB'", "abc" said "'BC'", "1e99" said "'99'": every message now
+// Once "5GiB" said "unit 'IB'", "abc" said "'BC'", "1e99" said "'99'": every message now
 // quotes what the user typed and names the actual fault.
 TEST(ShardSize, MessagesQuoteTheUsersText) {
     auto message = [](const char* text) {
