@@ -25,51 +25,6 @@ std::uint64_t check_bytes(const plan::PlannedTensor& tensor) {
     return bytes;
 }
 
-// Element i of `bytes` as a number, for the size of a difference. Bit-equal elements never get
-// here, so NaNs and infinities simply make the difference infinite.
-double value_at(DType dtype, const std::byte* bytes) {
-    auto load = [&](auto zero) {
-        decltype(zero) value;
-        std::memcpy(&value, bytes, sizeof value);
-        return static_cast<double>(value);
-    };
-    switch (dtype) {
-        case DType::kF64:
-            return load(double{});
-        case DType::kF32:
-            return load(float{});
-        case DType::kBF16:
-        case DType::kF16: {
-            std::uint16_t half;
-            std::memcpy(&half, bytes, 2);
-            std::uint32_t bits = dtype == DType::kBF16 ? io::bf16_bits_to_fp32_bits(half)
-                                                       : io::fp16_bits_to_fp32_bits(half);
-            float value;
-            std::memcpy(&value, &bits, 4);
-            return static_cast<double>(value);
-        }
-        case DType::kI64:
-            return load(std::int64_t{});
-        case DType::kI32:
-            return load(std::int32_t{});
-        case DType::kI16:
-            return load(std::int16_t{});
-        case DType::kI8:
-            return load(std::int8_t{});
-        case DType::kU8:
-        case DType::kBool:
-            return load(std::uint8_t{});
-        case DType::kU16:
-            return load(std::uint16_t{});
-        case DType::kU32:
-            return load(std::uint32_t{});
-        case DType::kU64:
-            return load(std::uint64_t{});
-        default:
-            return std::numeric_limits<double>::infinity();  // no arithmetic: differs
-    }
-}
-
 // The worst difference found between copy 0 and copy `copy` of one tensor.
 struct Difference {
     bool found = false;
@@ -138,7 +93,8 @@ class TensorChecker {
         for (std::uint64_t b = 0; b + item_ <= n; b += item_) {
             if (std::memcmp(&reference_[b], &other_[b], item_) == 0)
                 continue;
-            double d = std::fabs(value_at(dtype_, &other_[b]) - value_at(dtype_, &reference_[b]));
+            double d = std::fabs(io::element_value(dtype_, &other_[b]) -
+                                 io::element_value(dtype_, &reference_[b]));
             if (std::isnan(d))
                 d = std::numeric_limits<double>::infinity();
             if (!worst.found || d > worst.largest) {

@@ -2,6 +2,7 @@
 
 #include <bit>
 #include <cstring>
+#include <limits>
 #include <string>
 
 #include "common/errors.hpp"
@@ -256,6 +257,49 @@ std::uint32_t bf16_bits_to_fp32_bits(std::uint16_t bits) noexcept {
 }
 std::uint32_t fp16_bits_to_fp32_bits(std::uint16_t bits) noexcept {
     return from_fp16(bits);
+}
+
+double element_value(DType dtype, const std::byte* bytes) noexcept {
+    auto load = [&](auto zero) {
+        decltype(zero) value;
+        std::memcpy(&value, bytes, sizeof value);
+        return static_cast<double>(value);
+    };
+    switch (dtype) {
+        case DType::kF64:
+            return load(double{});
+        case DType::kF32:
+            return load(float{});
+        case DType::kBF16:
+        case DType::kF16: {
+            std::uint16_t half;
+            std::memcpy(&half, bytes, 2);
+            std::uint32_t bits =
+                dtype == DType::kBF16 ? bf16_bits_to_fp32_bits(half) : fp16_bits_to_fp32_bits(half);
+            float value;
+            std::memcpy(&value, &bits, 4);
+            return static_cast<double>(value);
+        }
+        case DType::kI64:
+            return load(std::int64_t{});
+        case DType::kI32:
+            return load(std::int32_t{});
+        case DType::kI16:
+            return load(std::int16_t{});
+        case DType::kI8:
+            return load(std::int8_t{});
+        case DType::kU8:
+        case DType::kBool:
+            return load(std::uint8_t{});
+        case DType::kU16:
+            return load(std::uint16_t{});
+        case DType::kU32:
+            return load(std::uint32_t{});
+        case DType::kU64:
+            return load(std::uint64_t{});
+        default:
+            return std::numeric_limits<double>::infinity();  // no arithmetic: differs
+    }
 }
 
 }  // namespace z2f::io

@@ -61,4 +61,9 @@ std::uint16_t fp32_bits_to_fp16_bits(std::uint32_t bits) noexcept;
 std::uint32_t bf16_bits_to_fp32_bits(std::uint16_t bits) noexcept;
 std::uint32_t fp16_bits_to_fp32_bits(std::uint16_t bits) noexcept;
 
+// The element at `bytes` (little-endian, `dtype`) as a double: how far two replicas of a
+// tensor differ is reported in these units. Types without arithmetic (complex, ...) give
+// infinity: they differ, by an unknown amount.
+double element_value(DType dtype, const std::byte* bytes) noexcept;
+
 }  // namespace z2f::io

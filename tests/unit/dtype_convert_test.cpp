@@ -478,5 +478,23 @@ TEST(DtypeConvert, RejectsUnsupportedPairsAndMismatchedSizes) {
     });
 }
 
+// How far two replicas differ is reported in the elements' own values.
+TEST(DtypeConvert, ElementValueReadsEveryDtypeAsANumber) {
+    auto value = [](DType dtype, auto element) {
+        std::byte bytes[sizeof element];
+        std::memcpy(bytes, &element, sizeof element);
+        return element_value(dtype, bytes);
+    };
+    EXPECT_EQ(value(DType::kF32, 1.5f), 1.5);
+    EXPECT_EQ(value(DType::kF64, -2.25), -2.25);
+    EXPECT_EQ(value(DType::kBF16, std::uint16_t{0x3fc0}), 1.5);  // bf16 1.5
+    EXPECT_EQ(value(DType::kF16, std::uint16_t{0x3e00}), 1.5);   // fp16 1.5
+    EXPECT_EQ(value(DType::kI64, std::int64_t{-7}), -7.0);
+    EXPECT_EQ(value(DType::kI8, std::int8_t{-3}), -3.0);
+    EXPECT_EQ(value(DType::kU8, std::uint8_t{200}), 200.0);
+    EXPECT_EQ(value(DType::kBool, std::uint8_t{1}), 1.0);
+    EXPECT_TRUE(std::isnan(value(DType::kF32, std::numeric_limits<float>::quiet_NaN())));
+}
+
 }  // namespace
 }  // namespace z2f::io
