@@ -19,50 +19,36 @@ void throw_agreed_failure(const mpi::Agreement& agreement) {
     throw Error(agreement.kind, message);
 }
 
-}  // namespace
-
-checkpoint::CheckpointFiles discover_files(const mpi::Communicator& comm,
-                                           const std::string& checkpoint_dir,
-                                           const std::string& tag,
-                                           const checkpoint::DiscoveryOptions& options) {
-    std::vector<std::byte> encoded;
-    mpi::Outcome outcome = mpi::capture([&] {
-        if (comm.is_root())
-            encoded = checkpoint::encode_files(
-                checkpoint::discover_checkpoint(checkpoint_dir, tag, options));
-    });
-    // Rank 0's outcome travels with the broadcast so that every rank fails alike.
-    mpi::Agreement agreement = mpi::agree(comm, outcome);
-    if (!agreement.ok)
-        throw_agreed_failure(agreement);
-    return checkpoint::decode_files(comm.broadcast(std::move(encoded)));
-}
-
-checkpoint::CheckpointMeta read_metadata(const mpi::Communicator& comm,
-                                         const checkpoint::CheckpointFiles& files) {
-    std::vector<checkpoint::InputFileSpec> inputs = checkpoint::checkpoint_inputs(files);
+// The metadata of every input, read by rank r for inputs r, r+P, ... (zip directory and pickle,
+// never tensor bytes) and all-gathered through the metadata codec, on every rank in input
+// order. One gather for every kind of checkpoint: `read` interprets one input, `encode` and
+// `decode` are its codec.
+template <typename Meta, typename Spec, typename Read, typename Encode, typename Decode>
+std::vector<Meta> gather_file_metas(const mpi::Communicator& comm, const std::vector<Spec>& inputs,
+                                    Read read, Encode encode, Decode decode) {
     const auto ranks = static_cast<std::size_t>(comm.size());
     WireWriter mine;
     mpi::Outcome outcome = mpi::capture([&] {
         for (auto i = static_cast<std::size_t>(comm.rank()); i < inputs.size(); i += ranks) {
             throw_if_interrupted();
-            checkpoint::encode_file_meta(
-                checkpoint::read_file_meta(inputs[i], static_cast<std::uint32_t>(i)), mine);
+            encode(read(inputs[i], static_cast<std::uint32_t>(i)), mine);
         }
     });
     mpi::Agreement agreement = mpi::agree(comm, outcome);
     if (!agreement.ok)
         throw_agreed_failure(agreement);
     std::vector<std::vector<std::byte>> all = comm.all_gather(mine.bytes());
-    std::vector<checkpoint::FileMeta> metas(inputs.size());
+    std::vector<Meta> metas(inputs.size());
     for (std::size_t rank = 0; rank < all.size(); ++rank) {
         WireReader in(all[rank], "file metadata");
         for (std::size_t i = rank; i < inputs.size(); i += ranks)
-            metas[i] = checkpoint::decode_file_meta(in);
+            metas[i] = decode(in);
         in.expect_end();
     }
-    return checkpoint::assemble_checkpoint_meta(files, std::move(metas));
+    return metas;
 }
+
+}  // namespace
 
 checkpoint::DiscoveredCheckpoint discover(const mpi::Communicator& comm,
                                           const std::string& checkpoint_dir,
@@ -83,41 +69,23 @@ checkpoint::DiscoveredCheckpoint discover(const mpi::Communicator& comm,
     return checkpoint::decode_discovered(comm.broadcast(std::move(encoded)));
 }
 
-checkpoint::ParallelCheckpointMeta read_parallel_metadata(const mpi::Communicator& comm,
-                                                          const checkpoint::FileGrid& grid) {
-    std::vector<checkpoint::ParallelInputSpec> inputs = checkpoint::parallel_inputs(grid);
-    const auto ranks = static_cast<std::size_t>(comm.size());
-    WireWriter mine;
-    mpi::Outcome outcome = mpi::capture([&] {
-        for (auto i = static_cast<std::size_t>(comm.rank()); i < inputs.size(); i += ranks) {
-            throw_if_interrupted();
-            checkpoint::encode_parallel_file_meta(
-                checkpoint::read_parallel_file_meta(inputs[i], static_cast<std::uint32_t>(i)),
-                mine);
-        }
-    });
-    mpi::Agreement agreement = mpi::agree(comm, outcome);
-    if (!agreement.ok)
-        throw_agreed_failure(agreement);
-    std::vector<std::vector<std::byte>> all = comm.all_gather(mine.bytes());
-    std::vector<checkpoint::ParallelFileMeta> metas(inputs.size());
-    for (std::size_t rank = 0; rank < all.size(); ++rank) {
-        WireReader in(all[rank], "parallel file metadata");
-        for (std::size_t i = rank; i < inputs.size(); i += ranks)
-            metas[i] = checkpoint::decode_parallel_file_meta(in);
-        in.expect_end();
-    }
-    return checkpoint::assemble_parallel_meta(grid, std::move(metas));
-}
-
 run::CheckpointMetadata read_checkpoint_metadata(const mpi::Communicator& comm,
                                                  const checkpoint::DiscoveredCheckpoint& found) {
     run::CheckpointMetadata metadata;
     metadata.tp_rules_text = found.tp_rules_text;
-    if (const auto* grid = std::get_if<checkpoint::FileGrid>(&found.files))
-        metadata.meta = read_parallel_metadata(comm, *grid);
-    else
-        metadata.meta = read_metadata(comm, std::get<checkpoint::CheckpointFiles>(found.files));
+    if (const auto* grid = std::get_if<checkpoint::FileGrid>(&found.files)) {
+        metadata.meta = checkpoint::assemble_parallel_meta(
+            *grid,
+            gather_file_metas<checkpoint::ParallelFileMeta>(
+                comm, checkpoint::parallel_inputs(*grid), checkpoint::read_parallel_file_meta,
+                checkpoint::encode_parallel_file_meta, checkpoint::decode_parallel_file_meta));
+    } else {
+        const auto& files = std::get<checkpoint::CheckpointFiles>(found.files);
+        metadata.meta = checkpoint::assemble_checkpoint_meta(
+            files, gather_file_metas<checkpoint::FileMeta>(
+                       comm, checkpoint::checkpoint_inputs(files), checkpoint::read_file_meta,
+                       checkpoint::encode_file_meta, checkpoint::decode_file_meta));
+    }
     return metadata;
 }
 

@@ -3,9 +3,9 @@
 //   discover   rank 0 lists the tag folder, decides which reader it takes
 //              (checkpoint/routing.hpp), reads a --tp-rules file, and broadcasts all of it
 //   metadata   rank r interprets inputs r, r+P, ... (zip directory + pickle, never tensor
-//              bytes); the encoded results are all-gathered and assembled on every rank, by
-//              the data-parallel reader (meta_codec, assemble_checkpoint_meta) or the parallel
-//              one (parallel_meta_codec, assemble_parallel_meta)
+//              bytes); one gather brings every input's encoded metadata to every rank, where
+//              the reader discovery chose assembles it (data-parallel: meta_codec,
+//              assemble_checkpoint_meta; parallel: parallel_meta_codec, assemble_parallel_meta)
 //
 // Both throw the same error on every rank, after every rank has agreed that something failed
 // (every failing file is named), so they can run inside a PhaseRunner phase.
@@ -22,21 +22,10 @@
 
 namespace z2f::driver {
 
-checkpoint::CheckpointFiles discover_files(const mpi::Communicator& comm,
-                                           const std::string& checkpoint_dir,
-                                           const std::string& tag,
-                                           const checkpoint::DiscoveryOptions& options = {});
-
-checkpoint::CheckpointMeta read_metadata(const mpi::Communicator& comm,
-                                         const checkpoint::CheckpointFiles& files);
-
 // Either kind of checkpoint, and options.tp_rules' text (parallel checkpoints only).
 checkpoint::DiscoveredCheckpoint discover(const mpi::Communicator& comm,
                                           const std::string& checkpoint_dir,
                                           const Options& options);
-
-checkpoint::ParallelCheckpointMeta read_parallel_metadata(const mpi::Communicator& comm,
-                                                          const checkpoint::FileGrid& grid);
 
 // The metadata of either kind, by the reader discovery chose.
 run::CheckpointMetadata read_checkpoint_metadata(const mpi::Communicator& comm,
