@@ -7,8 +7,9 @@
 //   metadata   rank r interprets inputs r, r+P, ...; all-gathered; assembled on every rank
 //   plan       every rank computes the same RunPlan: tensors, files, layouts, owners
 //   verify     (--verify) every rank compares the files it would write; nothing is written
+//   inspect    rank 0 looks at OUT_DIR: conflicts, the run record for --resume, free space
 //   replicas   (parallel checkpoints) the copies of replicated and tied tensors are compared
-//   prepare    rank 0 inspects and prepares OUT_DIR (nothing is written before this passes)
+//   prepare    rank 0 creates OUT_DIR and writes the run record (nothing is written before)
 //   execute    every rank writes its tasks; failures are announced to all ranks at once
 //   finalize   leads of shared files append their CRC tails
 //   index      rank 0 checks every file, writes the index, copies side files, keeps the record

@@ -17,7 +17,7 @@ std::vector<std::byte> encode_decision(const std::vector<std::uint32_t>& complet
 
 bool inspect_output(PhaseRunner& phases, run::RunPlan& plan, const std::string& output_dir,
                     const Options& options, OutputPreparation& preparation) {
-    bool ok = phases.run("prepare", [&] {
+    bool ok = phases.run("inspect", [&] {
         if (!phases.is_root())
             return;
         preparation.decision =
@@ -50,7 +50,7 @@ bool inspect_output(PhaseRunner& phases, run::RunPlan& plan, const std::string& 
     std::vector<std::byte> bytes =
         phases.comm().broadcast(phases.is_root() ? encode_decision(preparation.decision.complete)
                                                  : std::vector<std::byte>{});
-    return phases.run("prepare", [&] {
+    return phases.run("inspect", [&] {
         WireReader in(bytes, "output decision");
         std::vector<std::uint32_t> complete = in.sequence(4, [](WireReader& r) { return r.u32(); });
         in.expect_end();

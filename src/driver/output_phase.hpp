@@ -1,4 +1,4 @@
-// The prepare phases, collective; nothing is written before they pass.
+// The inspect and prepare phases, collective; nothing is written before they pass.
 //
 //   inspect   rank 0 looks at OUT_DIR (output_dir.hpp): conflicts, stale shards, the resume
 //             manifest, free space. The decision (which files are complete) is broadcast and
