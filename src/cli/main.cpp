@@ -73,8 +73,9 @@ ExitCode run(const ConvertRequest& request, bool root) {
 
 int main(int argc, char** argv) {
     using z2f::cli::ExitCode;
-    // Before MPI_Init, which creates files too: a file-size limit must give EFBIG, not a kill.
-    z2f::io::ignore_file_size_signal();
+    // Before MPI_Init, which creates files too: a file-size limit or a closed pipe must give an
+    // error (EFBIG, EPIPE), not a kill.
+    z2f::io::ignore_write_kill_signals();
     // Without a launcher this process is the job's only rank and MPI is not started at all.
     z2f::mpi::start_mpi_if_launched(&argc, &argv);
     const z2f::mpi::Communicator world(MPI_COMM_WORLD);

@@ -33,11 +33,12 @@ void install_signal_handlers() {
     action.sa_flags = SA_SIGINFO;
     ::sigaction(SIGTERM, &action, nullptr);
     ::sigaction(SIGINT, &action, nullptr);
-    ignore_file_size_signal();
+    ignore_write_kill_signals();
 }
 
-void ignore_file_size_signal() {
+void ignore_write_kill_signals() {
     ::signal(SIGXFSZ, SIG_IGN);
+    ::signal(SIGPIPE, SIG_IGN);
 }
 
 int termination_signal() noexcept {

@@ -2,16 +2,18 @@
 //
 // SIGTERM and SIGINT (Slurm's time limit, scancel, preemption, Ctrl-C) are recorded, not
 // obeyed on the spot: the copy loop checks `termination_signal()` between buffers and the run
-// then ends like any other error (temp files removed, no index, exit code 3). SIGXFSZ is
-// ignored so that exceeding RLIMIT_FSIZE makes write() fail with EFBIG, a clean error, instead
-// of killing the process.
+// then ends like any other error (temp files removed, no index, exit code 3). SIGXFSZ and
+// SIGPIPE are ignored so that a write that cannot be done fails with an error we report (EFBIG
+// past RLIMIT_FSIZE, EPIPE on a closed pipe or socket) instead of killing the process: a rank
+// writing its last message to a launcher that is already tearing the step down (srun
+// --kill-on-bad-exit) must still end with its own exit code.
 #pragma once
 
 namespace z2f::io {
 
 void install_signal_handlers();
-// Only the SIGXFSZ part; main() calls it before MPI_Init, which itself writes files.
-void ignore_file_size_signal();
+// Only the SIGXFSZ and SIGPIPE part; main() calls it before MPI_Init, which itself writes files.
+void ignore_write_kill_signals();
 // The first of SIGTERM/SIGINT received, or 0.
 int termination_signal() noexcept;
 // Whether that signal came from this process's parent: the launcher (mpirun or its daemon,

@@ -47,7 +47,17 @@ PATH="$work/prefix/bin:$PATH" zero2fp32-mpi "$example" "$work/cli_bf16" -q --dty
     || fail "the installed zero2fp32-mpi failed (bf16)"
 cmp -s "$work/cli_bf16/model.safetensors" "$work/consumer_out/model.safetensors" \
     || fail "the installed tool and the library consumer wrote different bytes"
-PATH="$work/prefix/bin:$PATH" zero2fp32-mpi "$example" "$work/cli_h5" -q --format hdf5 \
-    || fail "the installed zero2fp32-mpi failed (hdf5: its module is loaded from the library's directory)"
-[[ -s "$work/cli_h5/model.h5" ]] || fail "no model.h5 from the installed tool"
+if [[ "${Z2F_WITH_HDF5:-1}" == 1 ]]; then
+    PATH="$work/prefix/bin:$PATH" zero2fp32-mpi "$example" "$work/cli_h5" -q --format hdf5 \
+        || fail "the installed zero2fp32-mpi failed (hdf5: its module is loaded from the library's directory)"
+    [[ -s "$work/cli_h5/model.h5" ]] || fail "no model.h5 from the installed tool"
+else
+    # Built without HDF5: the installed tool refuses the format and names the option that adds it.
+    status=0
+    PATH="$work/prefix/bin:$PATH" zero2fp32-mpi "$example" "$work/cli_h5" -q --format hdf5 \
+        >"$work/h5.txt" 2>&1 || status=$?
+    [[ $status == 2 ]] || fail "--format hdf5 without HDF5 exited $status, expected 2: $(cat "$work/h5.txt")"
+    grep -q -- "-DZ2F_WITH_HDF5=ON" "$work/h5.txt" || fail "the refusal does not name the option: $(cat "$work/h5.txt")"
+    [[ ! -e "$work/cli_h5" ]] || fail "a refused format left an output folder"
+fi
 echo "installed package, consumer and tools: ok"
