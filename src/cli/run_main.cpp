@@ -1,10 +1,12 @@
-// zero2fp32-mpi: `srun -n N zero2fp32-mpi CKPT_DIR OUT_DIR [options]`. A thin front end over
-// z2f::convert: parse the command line on every rank (identically), convert, and on rank 0
-// print, write the summary, and choose the exit code (README.md, "Exit codes").
+// The whole zero2fp32-mpi command line as one function (run_main.hpp): parse the command line on
+// every rank (identically), convert, and on rank 0 print, write the summary, and choose the exit
+// code (README.md, "Exit codes").
 //
 // The summary is written for every outcome, usage errors included, whenever a path was given;
 // when it cannot be written, a run that otherwise succeeded exits 1 (a pipeline that reads it
 // must not find an old one, or none, after exit 0). Every rank exits with the same code.
+#include "cli/run_main.hpp"
+
 #include <cstdio>
 
 #include <mpi.h>
@@ -44,11 +46,11 @@ ExitCode with_summary(const std::string& path, const std::string& text, ExitCode
     return code == ExitCode::kOk ? ExitCode::kConversionError : code;
 }
 
-ExitCode run(const ConvertRequest& request, bool root) {
+ExitCode run(const ConvertRequest& request, bool root, MPI_Comm comm) {
     ConsoleObserver observer(stderr, request.verbosity, request.progress);
     try {
-        ConversionResult result = convert(request.checkpoint_dir, request.output_dir,
-                                          request.options, MPI_COMM_WORLD, &observer);
+        ConversionResult result =
+            convert(request.checkpoint_dir, request.output_dir, request.options, comm, &observer);
         if (!root)
             return ExitCode::kOk;
         if (result.dry_run)
@@ -69,15 +71,16 @@ ExitCode run(const ConvertRequest& request, bool root) {
 }
 
 }  // namespace
-}  // namespace z2f::cli
 
-int main(int argc, char** argv) {
-    using z2f::cli::ExitCode;
+int run_main(int argc, char** argv, MpiUse mpi) {
     // Before MPI_Init, which creates files too: a file-size limit must give EFBIG, not a kill.
     z2f::io::ignore_file_size_signal();
     // Without a launcher this process is the job's only rank and MPI is not started at all.
-    z2f::mpi::start_mpi_if_launched(&argc, &argv);
-    const z2f::mpi::Communicator world(MPI_COMM_WORLD);
+    if (mpi == MpiUse::kIfLaunched)
+        z2f::mpi::start_mpi_if_launched(&argc, &argv);
+    // Alone, this process is its own communicator even where its host started MPI.
+    const MPI_Comm comm = mpi == MpiUse::kIfLaunched ? MPI_COMM_WORLD : MPI_COMM_SELF;
+    const z2f::mpi::Communicator world(comm);
     const int rank = world.rank();
     ExitCode code = ExitCode::kOk;
     try {
@@ -89,7 +92,7 @@ int main(int argc, char** argv) {
             if (rank == 0)
                 std::printf("zero2fp32-mpi %s\n%s", z2f::kVersion, z2f::cli::build_info().c_str());
         } else {
-            code = z2f::cli::run(std::get<z2f::cli::ConvertRequest>(command), rank == 0);
+            code = run(std::get<ConvertRequest>(command), rank == 0, comm);
         }
     } catch (const z2f::Error& error) {
         // Parsing and option checks are identical on every rank: all of them exit 2, rank 0
@@ -103,6 +106,9 @@ int main(int argc, char** argv) {
     }
     // Rank 0 alone may have failed to write the summary: every rank takes the worst code.
     code = static_cast<ExitCode>(world.max(static_cast<std::uint64_t>(code)));
-    z2f::mpi::stop_mpi();
+    if (mpi == MpiUse::kIfLaunched)
+        z2f::mpi::stop_mpi();
     return static_cast<int>(code);
 }
+
+}  // namespace z2f::cli
