@@ -7,6 +7,8 @@
 // of killing the process.
 #pragma once
 
+#include <signal.h>
+
 namespace z2f::io {
 
 void install_signal_handlers();
@@ -25,5 +27,24 @@ bool termination_from_parent() noexcept;
 int termination_sender() noexcept;
 bool termination_from_terminal() noexcept;
 const char* signal_name(int signal) noexcept;
+// Forgets the termination signal recorded: a process that goes on after an interrupted
+// conversion (the Python interpreter) may run another one.
+void clear_termination_signal() noexcept;
+
+// The dispositions of SIGTERM, SIGINT and SIGXFSZ when constructed, put back when destroyed: a
+// host process (the Python interpreter, whose Ctrl-C raises KeyboardInterrupt) keeps its own
+// handlers after a conversion installed the converter's.
+class SavedSignalHandlers {
+  public:
+    SavedSignalHandlers() noexcept;
+    ~SavedSignalHandlers();
+    SavedSignalHandlers(const SavedSignalHandlers&) = delete;
+    SavedSignalHandlers& operator=(const SavedSignalHandlers&) = delete;
+
+  private:
+    struct sigaction term_ {};
+    struct sigaction interrupt_ {};
+    struct sigaction file_size_ {};
+};
 
 }  // namespace z2f::io
