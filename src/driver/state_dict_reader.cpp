@@ -19,6 +19,7 @@
 #include "driver/replica_check.hpp"
 #include "driver/thread_team.hpp"
 #include "io/input_files.hpp"
+#include "io/memory_advice.hpp"
 #include "io/memory_filler.hpp"
 #include "run/input_check.hpp"
 #include "run/plan_in_process.hpp"
@@ -115,6 +116,8 @@ StateDictReader::State::Work StateDictReader::State::plan_work(
                               std::to_string(destination.bytes.size()) + " bytes; its " +
                               std::string(dtype_name(tensor.output_dtype)) + " data needs " +
                               std::to_string(tensor.output_bytes()));
+        // Fresh memory faults page by page as it is filled; huge pages fault 512 times less.
+        io::advise_huge_pages(destination.bytes);
         const std::vector<std::uint32_t>& of_tensor = parts.of_tensor.at(destination.tensor);
         if (of_tensor.empty() && tensor.is_alias())
             throw_usage_error(

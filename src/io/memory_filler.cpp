@@ -6,6 +6,7 @@
 #include "common/errors.hpp"
 #include "io/check_ranges.hpp"
 #include "io/dtype_convert.hpp"
+#include "io/memory_advice.hpp"
 #include "io/replica_mean.hpp"
 
 namespace z2f::io {
@@ -85,6 +86,8 @@ void MemoryFiller::chunk_done() const {
 
 void MemoryFiller::run(std::span<std::uint32_t> piece_crcs) {
     for (const MemoryFill& fill : fills_) {
+        // Fresh memory: its pages in one call, not one fault each (memory_advice.hpp).
+        populate_for_writing(fill.out);
         if (!fill.replicas.empty())
             fill_with_mean(fill);
         else

@@ -17,6 +17,9 @@
 // input CRC check folds the raw bytes into its pieces on the way (check_ranges.hpp), a chunk
 // of at most 2 MiB at a time, so that the bytes are still in the CPU's cache when checksummed.
 //
+// The caller's memory is usually fresh (new tensors): each fill asks for its pages first, in
+// one call (memory_advice.hpp), instead of taking a fault at the first write to each page.
+//
 // Buffered or direct: ReadMode::kAuto samples the page cache over the fills' extents (as the
 // direct copier does, direct_copier.hpp) and reads buffered when at least half of it is cached.
 //
