@@ -4,6 +4,13 @@
 # holds its sources, the extension, the library (under its soname) and the HDF5 module, and
 # the extension finds the library beside it (RPATH $ORIGIN). Outside the setup.py case, a
 # `zero_to_fp32` script for that Python goes to the prefix's bin/ too.
+
+# A build of some targets only (scripts/quickstart.sh builds the tools): nothing to install.
+if(NOT EXISTS "${Z2F_NATIVE}")
+    message(STATUS "zero2fp32: the Python package is not built (target z2f_python): not installed")
+    return()
+endif()
+
 if(DEFINED ENV{Z2F_PYTHON_SITE_DIR})
     set(_z2f_site "$ENV{Z2F_PYTHON_SITE_DIR}")
     set(_z2f_python "")
