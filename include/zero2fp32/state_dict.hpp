@@ -31,6 +31,7 @@
 #include <filesystem>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <span>
 
 #include "zero2fp32/options.hpp"
@@ -44,10 +45,13 @@ struct ReaderSettings {
 };
 
 // Where tensor `tensor` (an index into plan().tensors) goes: exactly numel x
-// dtype_size(dtype) bytes, in the plan's output dtype, row-major.
+// dtype_size(dtype) bytes, row-major, in `dtype`: by default the plan's output dtype; another
+// one the stored dtype converts to (dtype_convert rules) reads the tensor in that one instead
+// (DeepSpeed's state dict keeps 16-bit masters 16-bit, a caller may want what is stored).
 struct TensorDestination {
     std::size_t tensor = 0;
     std::span<std::byte> bytes;
+    std::optional<DType> dtype = std::nullopt;
 };
 
 class StateDictReader {

@@ -18,6 +18,7 @@
 #include "common/errors.hpp"
 #include "driver/replica_check.hpp"
 #include "driver/thread_team.hpp"
+#include "io/dtype_convert.hpp"
 #include "io/input_files.hpp"
 #include "io/memory_advice.hpp"
 #include "io/memory_filler.hpp"
@@ -111,11 +112,19 @@ StateDictReader::State::Work StateDictReader::State::plan_work(
         if (asked[destination.tensor])
             throw_usage_error("tensor '" + tensor.name + "' is asked for twice");
         asked[destination.tensor] = true;
-        if (destination.bytes.size() != tensor.output_bytes())
+        const plan::PlannedTensor& stored =
+            plan.source_of(static_cast<std::uint32_t>(destination.tensor));
+        const DType dtype = destination.dtype.value_or(tensor.output_dtype);
+        if (!io::conversion_supported(stored.source_dtype, dtype))
+            throw_usage_error("tensor '" + tensor.name + "' is stored as " +
+                              std::string(dtype_name(stored.source_dtype)) +
+                              " and cannot be read as " + std::string(dtype_name(dtype)));
+        const std::uint64_t bytes = tensor.numel() * dtype_size(dtype);
+        if (destination.bytes.size() != bytes)
             throw_usage_error("the memory for tensor '" + tensor.name + "' holds " +
                               std::to_string(destination.bytes.size()) + " bytes; its " +
-                              std::string(dtype_name(tensor.output_dtype)) + " data needs " +
-                              std::to_string(tensor.output_bytes()));
+                              std::string(dtype_name(dtype)) + " data needs " +
+                              std::to_string(bytes));
         // Fresh memory faults page by page as it is filled; huge pages fault 512 times less.
         io::advise_huge_pages(destination.bytes);
         const std::vector<std::uint32_t>& of_tensor = parts.of_tensor.at(destination.tensor);
@@ -131,9 +140,12 @@ StateDictReader::State::Work StateDictReader::State::plan_work(
             fill.extents = read.part.extents;
             fill.replicas = read.part.replicas;
             fill.source_dtype = source.source_dtype;
-            fill.output_dtype = source.output_dtype;
-            fill.out = destination.bytes.subspan(static_cast<std::size_t>(read.part.skip),
-                                                 static_cast<std::size_t>(read.part.length));
+            fill.output_dtype = dtype;
+            // The part's bytes are the plan's output elements: the same elements in `dtype`.
+            const std::uint64_t planned = dtype_size(source.output_dtype);
+            fill.out = destination.bytes.subspan(
+                static_cast<std::size_t>(read.part.skip / planned * dtype_size(dtype)),
+                static_cast<std::size_t>(read.part.length / planned * dtype_size(dtype)));
             fill.name = tensor.name;
             if (progress && !progress->was_read(p)) {
                 fill.check_ranges = progress->ranges_of(p);
