@@ -44,7 +44,9 @@ def get_fp32_state_dict_from_zero_checkpoint(checkpoint_dir, tag=None,
                                              exclude_frozen_parameters=False, lazy_mode=False,
                                              *, parity: bool = True, dtype=None, include=None,
                                              exclude=None, strip_prefix=None,
-                                             threads: Optional[int] = None, **options: Any):
+                                             threads: Optional[int] = None,
+                                             keep_master_dtype: Optional[bool] = None,
+                                             **options: Any):
     """The consolidated fp32 state dict of a ZeRO checkpoint, as DeepSpeed's function returns
     it: a dict of torch tensors in state-dict order (buffers, frozen parameters, trainable
     parameters, tied aliases); with ``lazy_mode=True`` an OrderedDict of LazyTensor, each read
@@ -52,7 +54,9 @@ def get_fp32_state_dict_from_zero_checkpoint(checkpoint_dir, tag=None,
 
     ``checkpoint_dir`` holds ``latest`` (or give ``tag``), or is the tag folder itself. The
     tensors are read in parallel threads straight into their memory, every input record
-    checked against its CRC-32.
+    checked against its CRC-32. ``keep_master_dtype`` (default: ``parity`` when no ``dtype``
+    is given): trainable parameters whose masters are stored 16-bit (DeepSpeed's
+    low-precision masters) stay in that dtype, as DeepSpeed returns them.
     """
     checkpoint = Checkpoint(checkpoint_dir, threads=threads,
                             function="get_fp32_state_dict_from_zero_checkpoint",
@@ -62,6 +66,10 @@ def get_fp32_state_dict_from_zero_checkpoint(checkpoint_dir, tag=None,
                                 exclude_frozen_parameters=exclude_frozen_parameters)))
     for warning in checkpoint.warnings:
         logger.warning(warning)
+    if keep_master_dtype is None:
+        keep_master_dtype = parity and dtype is None
+    if keep_master_dtype:
+        checkpoint.keep_16bit_masters()
     return checkpoint.lazy() if lazy_mode else checkpoint.read_all()
 
 

@@ -87,6 +87,16 @@ class Checkpoint:
         self.plan = self._reader.plan()
         self.entries = self.plan["tensors"]
         self._index_of = {entry["name"]: i for i, entry in enumerate(self.entries)}
+        self._read_dtype = [entry["dtype"] for entry in self.entries]
+
+    def keep_16bit_masters(self) -> None:
+        """Trainable tensors stored in a 16-bit dtype (DeepSpeed's low-precision masters, no
+        fp32 copy) are read in it, as DeepSpeed's state dict holds them, not in the output
+        dtype."""
+        for index, entry in enumerate(self.entries):
+            if entry["role"] in ("trainable", "alias") and \
+                    entry["source_dtype"] in ("bfloat16", "float16"):
+                self._read_dtype[index] = entry["source_dtype"]
 
     @property
     def threads(self) -> int:
@@ -100,7 +110,7 @@ class Checkpoint:
         return _torch().Size(self.entries[index]["shape"])
 
     def dtype(self, index: int):
-        name = self.entries[index]["dtype"]
+        name = self._read_dtype[index]
         dtype = getattr(_torch(), name, None)
         if dtype is None:
             raise TypeError(f"tensor '{self.entries[index]['name']}' is {name}, which this "
@@ -127,7 +137,9 @@ class Checkpoint:
             tensor = self.empty(index)  # contiguous, alive until read() returns
             tensors.append(tensor)
             if self.entries[index]["has_data"]:
-                items.append((index, tensor.data_ptr(), tensor.numel() * tensor.element_size()))
+                dtype = self._read_dtype[index]
+                items.append((index, tensor.data_ptr(), tensor.numel() * tensor.element_size(),
+                              None if dtype == self.entries[index]["dtype"] else dtype))
         self._reader.read(items)
         return tensors
 

@@ -12,12 +12,23 @@
 #include "common/errors.hpp"
 #include "python/arguments.hpp"
 #include "python/plan_objects.hpp"
+#include "zero2fp32/dtype.hpp"
 #include "zero2fp32/state_dict.hpp"
 
 namespace py = pybind11;
 
 namespace z2f::python {
 namespace {
+
+// The dtype torch calls `name` (dtype_name's inverse).
+DType dtype_named(const std::string& name) {
+    for (int value = 0; value <= static_cast<int>(kLastDType); ++value) {
+        const auto dtype = static_cast<DType>(value);
+        if (dtype_name(dtype) == name)
+            return dtype;
+    }
+    throw_usage_error("no dtype '" + name + "'");
+}
 
 class Reader {
   public:
@@ -34,16 +45,21 @@ class Reader {
 
     unsigned threads() const { return reader_.threads(); }
 
-    // `items`: (tensor index, address, byte count) triples: the memory of tensors that the
-    // caller allocated and keeps alive until read() returns (torch's data_ptr(); numpy, which
-    // a buffer would need, costs a torch process 0.1 s and 20 MB to import).
-    void read(const std::vector<std::tuple<std::size_t, std::uintptr_t, std::size_t>>& items) {
+    // `items`: (tensor index, address, byte count, dtype name or None) tuples: the memory of
+    // tensors that the caller allocated and keeps alive until read() returns (torch's
+    // data_ptr(); numpy, which a buffer would need, costs a torch process 0.1 s and 20 MB to
+    // import), and the dtype to read each in when it is not the plan's.
+    void read(const std::vector<std::tuple<std::size_t, std::uintptr_t, std::size_t,
+                                           std::optional<std::string>>>& items) {
         std::vector<TensorDestination> destinations;
         destinations.reserve(items.size());
-        for (const auto& [tensor, address, size] : items) {
+        for (const auto& [tensor, address, size, dtype] : items) {
             if (address == 0 && size > 0)
                 throw_usage_error("no memory given for tensor " + std::to_string(tensor));
-            destinations.push_back({tensor, {reinterpret_cast<std::byte*>(address), size}});
+            destinations.push_back(
+                {tensor,
+                 {reinterpret_cast<std::byte*>(address), size},
+                 dtype ? std::optional<DType>(dtype_named(*dtype)) : std::nullopt});
         }
         std::optional<py::error_already_set> pending;
         auto keep_going = [&pending] {
