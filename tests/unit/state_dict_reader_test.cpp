@@ -149,6 +149,27 @@ TEST(StateDictReader, Bf16IsTheConversionOfTheFp32Bytes) {
     }
 }
 
+TEST(StateDictReader, ADestinationMayAskForAnotherDtype) {
+    // DeepSpeed's low-precision masters (bf16, no fp32 copy) read as stored: the engine's bytes.
+    const std::string path = testing::fixture_path("../deepspeed-newest/lowp_z3_ws2_bf16");
+    StateDictReader reader(path, Options{}, ReaderSettings{2});
+    auto expected = testing::read_expected_state_dict(path + "/expected.pt");
+    const ConversionPlan& plan = reader.plan();
+    for (std::size_t i = 0; i < plan.tensors.size(); ++i) {
+        const ExpectedTensor* truth = testing::find_tensor(expected, plan.tensors[i].name);
+        ASSERT_NE(truth, nullptr);
+        EXPECT_EQ(plan.tensors[i].dtype, DType::kF32);
+        EXPECT_EQ(plan.tensors[i].source_dtype, DType::kBF16);
+        std::vector<std::byte> memory(truth->bytes.size());
+        TensorDestination destination{i, memory, DType::kBF16};
+        reader.read({&destination, 1});
+        EXPECT_TRUE(memory == truth->bytes) << truth->name;
+    }
+    std::vector<std::byte> memory(8);
+    TensorDestination integers{0, memory, DType::kI64};
+    EXPECT_THROW(reader.read({&integers, 1}), Error);
+}
+
 TEST(StateDictReader, ParallelCheckpointsEqualTheEnginesWeights) {
     for (const char* fixture :
          {"tp2_dp2_z1_fp32", "pp2_dp2_z1_fp32", "pp2_dp1_z0_fp32", "moe_ep2_dp2_z2_fp32"}) {

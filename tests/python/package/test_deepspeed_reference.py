@@ -62,7 +62,14 @@ def test_newest_deepspeeds_state_dict(fixture):
         assert same_bits(ours[name], tensor), name
 
 
-@pytest.mark.parametrize("fixture", NEWEST_FIXTURES)
+# The converter writes every floating tensor in the output dtype (fp32), where DeepSpeed keeps
+# 16-bit masters 16-bit: only the state dicts (above) keep them (keep_master_dtype).
+FILE_CASES = [pytest.param(f, marks=pytest.mark.xfail(
+    strict=True, reason="files hold fp32 where DeepSpeed keeps 16-bit masters"))
+    if f.startswith("lowp") else f for f in NEWEST_FIXTURES]
+
+
+@pytest.mark.parametrize("fixture", FILE_CASES)
 def test_newest_deepspeeds_file(fixture, tmp_path):
     zero2fp32.convert_zero_checkpoint_to_fp32_state_dict(NEWEST / fixture, tmp_path,
                                                          safe_serialization=True)

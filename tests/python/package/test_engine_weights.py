@@ -18,11 +18,18 @@ FOLDERS = ([DEEPSPEED / f for f in FIXTURES] + [NEWEST / f for f in NEWEST_FIXTU
 @pytest.mark.parametrize("folder", FOLDERS, ids=lambda p: p.name)
 def test_the_converters_tensors_are_the_engines(folder):
     expected = expected_state_dict(folder)
+    meta = torch.load(folder / "expected.pt")["meta"]
+    # 16-bit masters (no fp32 copy): the engine's are 16-bit, the converter's output is fp32.
+    lowp = meta.get("master_dtype", "float32") != "float32"
     ours = zero2fp32.get_fp32_state_dict_from_zero_checkpoint(folder, parity=False)
     assert sorted(ours) == sorted(expected)
     for name, tensor in expected.items():
-        assert same_bits(ours[name], tensor), name
-    for alias, owner in (torch.load(folder / "expected.pt")["meta"].get("tied") or {}).items():
+        if lowp and tensor.is_floating_point():
+            assert ours[name].dtype == torch.float32, name
+            assert same_bits(ours[name].to(tensor.dtype), tensor), name
+        else:
+            assert same_bits(ours[name], tensor), name
+    for alias, owner in (meta.get("tied") or {}).items():
         assert ours[alias] is ours[owner]
 
 
@@ -32,12 +39,15 @@ def test_deepspeeds_dtypes_hold_the_engines_values(folder):
     ours = zero2fp32.get_fp32_state_dict_from_zero_checkpoint(folder)
     checkpoint = zero2fp32.plan(folder, parity=True)
     roles = {tensor.name: tensor.role for tensor in checkpoint.tensors}
+    stored = {tensor.name: tensor.source_dtype for tensor in checkpoint.tensors}
     assert list(ours) == [tensor.name for tensor in checkpoint.tensors]
     for name, tensor in ours.items():
         if roles[name] == "buffer" or tensor.dtype == torch.float32:
             assert tensor.dtype == torch.float32, name  # zero_to_fp32's .float() of buffers
         else:
-            assert roles[name] == "frozen", name  # kept in their stored 16-bit dtype
+            # Frozen parameters and 16-bit masters: in their stored dtype.
+            assert roles[name] in ("frozen", "trainable"), name
+            assert str(tensor.dtype) == "torch." + stored[name], name
         assert same_bits(tensor.to(expected[name].dtype), expected[name]), name
 
 

@@ -80,8 +80,11 @@ def test_memory_of_the_wrong_size_is_refused():
     checkpoint = zero2fp32.Checkpoint(DEEPSPEED / "z3_ws2_fp32")
     small = torch.empty(3, dtype=torch.uint8)
     with pytest.raises(zero2fp32.UsageError, match="holds 3 bytes"):
-        checkpoint._reader.read([(0, small.data_ptr(), 3)])
+        checkpoint._reader.read([(0, small.data_ptr(), 3, None)])
     tensor = checkpoint.empty(2)
     size = tensor.numel() * tensor.element_size()
     with pytest.raises(zero2fp32.UsageError, match="asked for twice"):
-        checkpoint._reader.read([(2, tensor.data_ptr(), size), (2, tensor.data_ptr(), size)])
+        checkpoint._reader.read([(2, tensor.data_ptr(), size, None),
+                                 (2, tensor.data_ptr(), size, None)])
+    with pytest.raises(zero2fp32.UsageError, match="cannot be read as int64"):
+        checkpoint._reader.read([(2, tensor.data_ptr(), size * 2, "int64")])
