@@ -2,8 +2,8 @@
 // Python caller allocates for the in-memory reader (driver/state_dict_reader.cpp).
 //
 // Why: the first write to each page of fresh anonymous memory faults, and on the development
-// VM a fault costs 25-50 us (a trap out of the guest): writing 800 MB of new tensor memory
-// took 3.9-5.1 s. Asking for the pages first in one call (MADV_POPULATE_WRITE, Linux 5.14)
+// VM a fault costs 17-28 us (a trap out of the guest): writing 800 MB of new tensor memory
+// took 3.3-5.5 s. Asking for the pages first in one call (MADV_POPULATE_WRITE, Linux 5.14)
 // took 0.03-0.16 s for the same 800 MB, and transparent huge pages (MADV_HUGEPAGE; THP's
 // "madvise" mode is Debian's default) make the pages 512 times fewer.
 #pragma once

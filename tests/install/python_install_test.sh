@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The Python package installed the two ways README "From Python" shows, each into a fresh
+# The Python package installed the two ways README.md "From Python" shows, each into a fresh
 # virtual environment that sees Debian's torch (--system-site-packages), then imported and used
 # from a directory outside the source tree:
 #   (1) `cmake --install BUILD --prefix VENV`: the package goes where VENV's Python imports from,
