@@ -36,7 +36,7 @@ class CMakeBuild(build_ext):
         if not given:
             subprocess.run(["cmake", "-S", str(ROOT), "-B", str(build_dir),
                             "-DCMAKE_BUILD_TYPE=Release", "-DZ2F_BUILD_TESTS=OFF",
-                            "-DZ2F_BUILD_PYTHON=ON", f"-DZ2F_PYTHON={sys.executable}"],
+                            "-DZ2F_WITH_PYTHON=ON", f"-DZ2F_PYTHON={sys.executable}"],
                            check=True)
         subprocess.run(["cmake", "--build", str(build_dir), "--target", "z2f_python", "-j", jobs],
                        check=True)

@@ -1,12 +1,13 @@
-# Run by `cmake --install` (src/python/CMakeLists.txt sets the Z2F_* variables): the Python
-# package into the directory where the prefix's Python imports from (python_site_dir.py), or
-# into $Z2F_PYTHON_SITE_DIR/zero2fp32 when that is set (setup.py's wheel). The package
-# holds its sources, the extension, the library (under its soname) and the HDF5 module, and
-# the extension finds the library beside it (RPATH $ORIGIN). Outside the setup.py case, a
-# `zero_to_fp32` script for that Python goes to the prefix's bin/ too.
+# Run by `cmake --install` (src/python/CMakeLists.txt sets the Z2F_* variables): the package
+# assembled in the build tree (Z2F_PACKAGE_DIR: the sources, the extension, the library, the
+# HDF5 module) copied into the directory where the prefix's Python imports from
+# (python_site_dir.py), or into $Z2F_PYTHON_SITE_DIR/zero2fp32 when that is set (setup.py's
+# wheel). Outside the setup.py case, a `zero_to_fp32` script for that Python goes to the
+# prefix's bin/ too.
 
 # A build of some targets only (scripts/quickstart.sh builds the tools): nothing to install.
-if(NOT EXISTS "${Z2F_NATIVE}")
+file(GLOB _z2f_native "${Z2F_PACKAGE_DIR}/_native*.so")
+if(NOT _z2f_native)
     message(STATUS "zero2fp32: the Python package is not built (target z2f_python): not installed")
     return()
 endif()
@@ -39,15 +40,7 @@ endif()
 set(_z2f_package "$ENV{DESTDIR}${_z2f_site}/zero2fp32")
 message(STATUS "Installing: ${_z2f_package} (Python package)")
 file(MAKE_DIRECTORY "${_z2f_package}")
-file(COPY ${Z2F_PYTHON_SOURCES} DESTINATION "${_z2f_package}")
-get_filename_component(_z2f_native_name "${Z2F_NATIVE}" NAME)
-get_filename_component(_z2f_hdf5_name "${Z2F_HDF5_MODULE}" NAME)
-file(COPY_FILE "${Z2F_NATIVE}" "${_z2f_package}/${_z2f_native_name}")
-file(COPY_FILE "${Z2F_LIBRARY}" "${_z2f_package}/${Z2F_LIBRARY_SONAME}")
-file(COPY_FILE "${Z2F_HDF5_MODULE}" "${_z2f_package}/${_z2f_hdf5_name}")
-foreach(_z2f_file "${_z2f_native_name}" "${_z2f_hdf5_name}")
-    file(RPATH_SET FILE "${_z2f_package}/${_z2f_file}" NEW_RPATH "$ORIGIN")
-endforeach()
+file(COPY "${Z2F_PACKAGE_DIR}/" DESTINATION "${_z2f_package}" PATTERN "__pycache__" EXCLUDE)
 
 if(_z2f_python)
     set(_z2f_script "$ENV{DESTDIR}${CMAKE_INSTALL_PREFIX}/bin/zero_to_fp32")
