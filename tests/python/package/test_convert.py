@@ -3,6 +3,7 @@
 interpreter's own signal handlers after a conversion."""
 
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -10,7 +11,7 @@ import sys
 import pytest
 
 import zero2fp32
-from conftest import DEEPSPEED, read_safetensors, same_bits
+from conftest import DEEPSPEED, damage_record, read_safetensors, same_bits
 
 ENV = dict(os.environ)
 
@@ -80,8 +81,15 @@ def test_zero_to_fp32_command_line(tmp_path):
     assert done.returncode == 0, done.stderr
     reference = folder / "ref/safetensors/model.safetensors"
     assert (tmp_path / "model.safetensors").read_bytes() == reference.read_bytes()
+    # A path that is no checkpoint is a usage error (README.md, "Exit codes"), a damaged one a
+    # conversion error.
     failed = run("-m", "zero2fp32.zero_to_fp32", str(tmp_path / "none"), str(tmp_path / "o"))
-    assert failed.returncode == 1 and "zero_to_fp32: error:" in failed.stderr
+    assert failed.returncode == 2 and "zero_to_fp32: error:" in failed.stderr
+    damaged = tmp_path / "damaged"
+    shutil.copytree(folder, damaged)
+    damage_record(damaged, "zero_pp_rank_0_*optim_states.pt", "/data/3")
+    failed = run("-m", "zero2fp32.zero_to_fp32", str(damaged), str(tmp_path / "o"))
+    assert failed.returncode == 1 and "CRC-32" in failed.stderr
 
 
 def test_the_interpreters_ctrl_c_survives_a_conversion(tmp_path):
