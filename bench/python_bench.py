@@ -2,7 +2,7 @@
 """The Python package's state dicts against DeepSpeed's get_fp32_state_dict_from_zero_checkpoint.
 
 usage: bench/python_bench.py --zero-to-fp32 CHECKOUT/deepspeed/utils/zero_to_fp32.py
-                             [--rounds 3] [--work bench/work] [--results bench/results/python]
+                             [--rounds 3] [--work bench/work] [--results bench/results]
 
 The checkpoint is bench.py's 201m one (zero2fp32-synth, ZeRO-3, W=4, bf16 training, Adam moments
 included: 2.5 GB of files for a 0.8 GB fp32 state dict), generated into --work or reused from
@@ -31,14 +31,17 @@ with /proc/self/clear_refs after the imports). The first round also hashes the e
 tensors (after the clock): both must hold the same bytes.
 
 Targets: zero2fp32's time <= 0.1 x DeepSpeed's (medians); its peak <= the state dict's bytes +
-64 MiB; lazily, <= the largest tensor + 64 MiB. Every sample goes to --results (samples.csv,
-results.md, results.json).
+64 MiB; lazily, <= the largest tensor + 64 MiB. Every sample goes to --results (bench/results/,
+kept in the repository), named as bench.py names its runs: <date>-<commit>-python.md (every
+sample, medians, the targets), <date>-<commit>-python-samples.csv and
+<date>-<commit>-python.json.
 """
 
 from __future__ import annotations
 
 import argparse
 import csv
+import datetime
 import enum
 import hashlib
 import importlib.abc
@@ -306,7 +309,7 @@ def files_of(path: Path) -> list[Path]:
 
 def run_contender(args, contender: str, ckpt: Path, digest: bool) -> dict:
     subprocess.run(["cat", *map(str, files_of(ckpt))], stdout=subprocess.DEVNULL, check=True)
-    out = args.results / "sample.json"
+    out = args.work / "python-bench-sample.json"
     argv = [sys.executable, __file__, "--worker", contender, "--checkpoint", str(ckpt),
             "--out", str(out), "--zero-to-fp32", str(args.zero_to_fp32)]
     if digest:
@@ -323,8 +326,8 @@ def run_contender(args, contender: str, ckpt: Path, digest: bool) -> dict:
     return sample
 
 
-def write_results(args, samples: list[dict], info: dict) -> list[str]:
-    with open(args.results / "samples.csv", "w", newline="") as f:
+def write_results(args, samples: list[dict], info: dict, name: str) -> list[str]:
+    with open(args.results / f"{name}-samples.csv", "w", newline="") as f:
         writer = csv.DictWriter(f, fieldnames=["round", "position", "contender", "seconds",
                                                "cpu_seconds", "process_seconds", "rss_before", "peak_rss",
                                                "peak_above", "state_dict_bytes",
@@ -382,8 +385,8 @@ def write_results(args, samples: list[dict], info: dict) -> list[str]:
         f"- the same tensors (sha256 of names, dtypes, shapes, bytes, in order): "
         f"{'yes' if same else 'NO'}",
     ]
-    (args.results / "results.md").write_text("\n".join(lines) + "\n")
-    (args.results / "results.json").write_text(json.dumps(
+    (args.results / f"{name}.md").write_text("\n".join(lines) + "\n")
+    (args.results / f"{name}.json").write_text(json.dumps(
         {"info": info, "samples": samples, "medians": median}, indent=1))
     return lines
 
@@ -395,7 +398,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--work", type=Path, default=REPO / "bench" / "work")
     parser.add_argument("--build", type=Path, default=REPO / "build" / "release")
-    parser.add_argument("--results", type=Path, default=REPO / "bench" / "results" / "python")
+    parser.add_argument("--results", type=Path, default=REPO / "bench" / "results")
     parser.add_argument("--worker", choices=CONTENDERS, help=argparse.SUPPRESS)
     parser.add_argument("--contender", help=argparse.SUPPRESS)
     parser.add_argument("--checkpoint", help=argparse.SUPPRESS)
@@ -409,12 +412,13 @@ def main() -> None:
     args.results.mkdir(parents=True, exist_ok=True)
     args.work.mkdir(parents=True, exist_ok=True)
     ckpt = checkpoint(args.work, args.build)
-    commit = subprocess.run(["git", "-C", str(REPO), "rev-parse", "--short", "HEAD"],
+    commit = subprocess.run(["git", "-C", str(REPO), "describe", "--always", "--dirty"],
                             capture_output=True, text=True).stdout.strip()
     version_file = args.zero_to_fp32.resolve().parents[2] / "version.txt"
     deepspeed = version_file.read_text().strip() if version_file.exists() else "?"
-    from bench import MODEL_COMMON, MODELS
+    from bench import MODEL_COMMON, MODELS, run_name
 
+    name = run_name(datetime.datetime.now()) + "-python"
     info = {"synth": shlex.join(MODELS["201m"] + MODEL_COMMON), "commit": commit,
             "deepspeed": deepspeed, "when": time.strftime("%Y-%m-%d %H:%M"),
             "checkpoint_bytes": sum(p.stat().st_size for p in files_of(ckpt))}
@@ -428,7 +432,8 @@ def main() -> None:
             samples.append(sample)
             log(f"round {r + 1} {contender}: {sample['seconds']:.3f} s, peak "
                 f"+{sample['peak_above'] / MIB:.1f} MiB")
-    print("\n".join(write_results(args, samples, info)))
+    print("\n".join(write_results(args, samples, info, name)))
+    log(f"wrote {args.results}/{name}.md, {name}-samples.csv, {name}.json")
 
 
 if __name__ == "__main__":
