@@ -19,6 +19,7 @@ packages=(
     libboost-program-options-dev libgtest-dev zlib1g-dev nlohmann-json3-dev
     libisal-dev                              # CRC-32 (common/crc32.cpp)
     liburing-dev                             # io_uring engine (io/uring_async_io.cpp)
+    python3-dev pybind11-dev                 # the Python package's extension (src/python)
 )
 if [[ "${1:-}" == "--test" ]]; then
     packages+=(
@@ -27,13 +28,16 @@ if [[ "${1:-}" == "--test" ]]; then
         mpich libmpich-dev                   # the mpich-static preset (Open MPI stays the default)
         clang-format                         # the formatting check
         python3-torch python3-h5py           # independent cross-checks of our outputs (optional)
+        python3-pytest                       # the Python package's tests (tests/python/package)
+        python3-venv python3-pip python3-setuptools python3-wheel  # its installation test
         util-linux procps psmisc             # setsid, pgrep, fuser used by the fault tests
         strace                               # slows ranks down in the launcher-signal test
     )
 fi
 if [[ "${1:-}" == "--bench" ]]; then
     packages+=(python3 python3-matplotlib
-               fio libdeflate-dev)           # bench/io_engine.sh; crc32_bench's third contender
+               fio libdeflate-dev            # bench/io_engine.sh; crc32_bench's third contender
+               python3-torch python3-tqdm)   # bench/python_bench.py (DeepSpeed's script imports tqdm)
 fi
 
 missing=()

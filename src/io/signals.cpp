@@ -58,6 +58,26 @@ bool termination_from_terminal() noexcept {
     return g_signal != 0 && g_from_kernel != 0;
 }
 
+void clear_termination_signal() noexcept {
+    g_signal = 0;
+    g_sender = 0;
+    g_from_kernel = 0;
+}
+
+SavedSignalHandlers::SavedSignalHandlers() noexcept {
+    ::sigaction(SIGTERM, nullptr, &term_);
+    ::sigaction(SIGINT, nullptr, &interrupt_);
+    ::sigaction(SIGXFSZ, nullptr, &file_size_);
+    ::sigaction(SIGPIPE, nullptr, &pipe_);
+}
+
+SavedSignalHandlers::~SavedSignalHandlers() {
+    ::sigaction(SIGTERM, &term_, nullptr);
+    ::sigaction(SIGINT, &interrupt_, nullptr);
+    ::sigaction(SIGXFSZ, &file_size_, nullptr);
+    ::sigaction(SIGPIPE, &pipe_, nullptr);
+}
+
 const char* signal_name(int signal) noexcept {
     switch (signal) {
         case SIGTERM:

@@ -9,6 +9,8 @@
 // --kill-on-bad-exit) must still end with its own exit code.
 #pragma once
 
+#include <signal.h>
+
 namespace z2f::io {
 
 void install_signal_handlers();
@@ -27,5 +29,25 @@ bool termination_from_parent() noexcept;
 int termination_sender() noexcept;
 bool termination_from_terminal() noexcept;
 const char* signal_name(int signal) noexcept;
+// Forgets the termination signal recorded: a process that goes on after an interrupted
+// conversion (the Python interpreter) may run another one.
+void clear_termination_signal() noexcept;
+
+// The dispositions of SIGTERM, SIGINT, SIGXFSZ and SIGPIPE when constructed, put back when destroyed: a
+// host process (the Python interpreter, whose Ctrl-C raises KeyboardInterrupt) keeps its own
+// handlers after a conversion installed the converter's.
+class SavedSignalHandlers {
+  public:
+    SavedSignalHandlers() noexcept;
+    ~SavedSignalHandlers();
+    SavedSignalHandlers(const SavedSignalHandlers&) = delete;
+    SavedSignalHandlers& operator=(const SavedSignalHandlers&) = delete;
+
+  private:
+    struct sigaction term_ {};
+    struct sigaction interrupt_ {};
+    struct sigaction file_size_ {};
+    struct sigaction pipe_ {};
+};
 
 }  // namespace z2f::io
