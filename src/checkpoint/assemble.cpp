@@ -38,7 +38,7 @@ std::vector<InputFileSpec> checkpoint_inputs(const CheckpointFiles& files) {
 FileMeta read_file_meta(const InputFileSpec& input, std::uint32_t index) {
     container::TorchFile file = container::TorchFile::open(input.path);
     FileMeta meta;
-    meta.size = file.archive().file_size();
+    meta.size = file.file_size();
     switch (input.kind) {
         case InputKind::kFirstModel:
         case InputKind::kModelParallelRank:

@@ -315,17 +315,19 @@ void encode_records(const std::vector<InputRecord>& records, WireWriter& out) {
         w.u64(record.length);
         w.u32(record.crc32);
         w.str(record.name);
+        w.boolean(record.format_has_no_crc);
     });
 }
 
 std::vector<InputRecord> decode_records(WireReader& in) {
-    return in.sequence(4 + 8 + 8 + 4 + kMinString, [](WireReader& r) {
+    return in.sequence(4 + 8 + 8 + 4 + kMinString + 1, [](WireReader& r) {
         InputRecord record;
         record.file = r.u32();
         record.offset = r.u64();
         record.length = r.u64();
         record.crc32 = r.u32();
         record.name = r.str();
+        record.format_has_no_crc = r.boolean();
         return record;
     });
 }

@@ -61,7 +61,7 @@ std::vector<ParallelInputSpec> parallel_inputs(const FileGrid& grid) {
 ParallelFileMeta read_parallel_file_meta(const ParallelInputSpec& input, std::uint32_t index) {
     container::TorchFile file = container::TorchFile::open(input.path);
     ParallelFileMeta meta;
-    meta.size = file.archive().file_size();
+    meta.size = file.file_size();
     switch (input.kind) {
         case ParallelInputKind::kModel:
             meta.info = ParallelModelFile{read_model_states(file, index, ModelFileScope::kFull),
