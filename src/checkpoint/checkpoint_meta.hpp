@@ -101,6 +101,10 @@ struct OptimizerGroupState {
     std::optional<TensorRef> exp_avg;  // 1-D, laid out like the group's master partition
     std::optional<TensorRef> exp_avg_sq;
     std::optional<OptimizerStep> step;
+    // Every key of the group's state entry that holds a tensor, in file order (exp_avg,
+    // exp_avg_sq, step for Adam; momentum_buffer for Muon): what a refusal names when the
+    // moments a universal checkpoint needs are not there.
+    std::vector<std::string> tensor_keys;
 
     friend bool operator==(const OptimizerGroupState&, const OptimizerGroupState&) = default;
 };

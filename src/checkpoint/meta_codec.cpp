@@ -154,6 +154,7 @@ void put_group_state(WireWriter& out, const OptimizerGroupState& state) {
     out.optional(state.exp_avg, put_tensor);
     out.optional(state.exp_avg_sq, put_tensor);
     out.optional(state.step, put_step);
+    out.strings(state.tensor_keys);
 }
 
 OptimizerGroupState get_group_state(WireReader& in) {
@@ -161,6 +162,7 @@ OptimizerGroupState get_group_state(WireReader& in) {
     state.exp_avg = in.optional(get_tensor);
     state.exp_avg_sq = in.optional(get_tensor);
     state.step = in.optional(get_step);
+    state.tensor_keys = in.strings();
     return state;
 }
 
@@ -250,7 +252,7 @@ OptimStatesInfo get_optim(WireReader& in) {
     optim.master = in.sequence(kMinTensor, get_tensor);
     optim.param_shapes = get_groups(in);
     optim.subgroup_partition_counts = get_ints(in);
-    optim.group_states = in.sequence(3, get_group_state);
+    optim.group_states = in.sequence(3 + 4, get_group_state);
     optim.global_state = get_global_state(in);
     return optim;
 }
