@@ -158,6 +158,8 @@ struct CheckpointMeta {
     std::vector<std::uint64_t> input_sizes;
     std::vector<InputRecord> records;  // every input's storage records, in input order
     std::uint32_t world_size = 0;
+    // Ulysses sequence-parallel degree S (sequence_parallel.hpp): world_size is S x DP; 1 without.
+    std::uint32_t sequence_parallel = 1;
     int zero_stage = 0;  // 1, 2 or 3 as recorded (BF16_Optimizer: 1)
     MasterLayout layout = MasterLayout::kFlatGroups;
     std::string ds_version;

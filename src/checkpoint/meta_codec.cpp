@@ -287,6 +287,8 @@ std::vector<std::byte> encode_files(const CheckpointFiles& files) {
     out.boolean(files.per_rank_model_files);
     out.strings(files.optim_files);
     out.str(files.optim_prefix);
+    out.dims(files.optim_mp_ranks);
+    out.dims(files.model_mp_ranks);
     out.boolean(files.has_offloaded_tensors);
     out.boolean(files.universal);
     out.strings(files.universal_params);
@@ -303,6 +305,8 @@ CheckpointFiles decode_files(std::span<const std::byte> bytes) {
     files.per_rank_model_files = in.boolean();
     files.optim_files = in.strings();
     files.optim_prefix = in.str();
+    files.optim_mp_ranks = in.dims();
+    files.model_mp_ranks = in.dims();
     files.has_offloaded_tensors = in.boolean();
     files.universal = in.boolean();
     files.universal_params = in.strings();

@@ -2,6 +2,7 @@
 
 #include "checkpoint/assemble.hpp"
 #include "checkpoint/parallel_states_reader.hpp"
+#include "checkpoint/sequence_parallel.hpp"
 #include "checkpoint/states_reader.hpp"
 #include "common/errors.hpp"
 #include "container/torch_file.hpp"
@@ -15,7 +16,10 @@ std::string degrees_text(const FileGrid& grid) {
 
 void check_recorded_degrees(const FileGrid& grid, const std::string& path,
                             const ModelStatesInfo& model) {
-    if (model.tp_degree > 0 && static_cast<std::uint64_t>(model.tp_degree) != grid.tp_degree) {
+    // A sequence-parallel run records its SP degree as tp_degree: its weights are not split.
+    const std::int64_t tp_degree =
+        recorded_sequence_parallel_degree(model) > 1 ? 1 : model.tp_degree;
+    if (tp_degree > 0 && static_cast<std::uint64_t>(tp_degree) != grid.tp_degree) {
         throw_input_error(path, "checkpoint_parallel_dimensions records tp_degree " +
                                     std::to_string(model.tp_degree) + " but the file names give " +
                                     degrees_text(grid) + ": files are missing or from another run");
