@@ -4,6 +4,7 @@
 #include "checkpoint/parallel_states_reader.hpp"
 #include "checkpoint/sequence_parallel.hpp"
 #include "checkpoint/states_reader.hpp"
+#include "checkpoint/zero0_masters.hpp"
 #include "common/errors.hpp"
 #include "container/torch_file.hpp"
 
@@ -67,10 +68,13 @@ ParallelFileMeta read_parallel_file_meta(const ParallelInputSpec& input, std::ui
     ParallelFileMeta meta;
     meta.size = file.file_size();
     switch (input.kind) {
-        case ParallelInputKind::kModel:
-            meta.info = ParallelModelFile{read_model_states(file, index, ModelFileScope::kFull),
-                                          read_parallel_model_extras(file)};
+        case ParallelInputKind::kModel: {
+            ParallelModelFile model{read_model_states(file, index, ModelFileScope::kFull),
+                                    read_parallel_model_extras(file)};
+            model.extras.zero0_masters = read_zero0_masters(file, model.states, index);
+            meta.info = std::move(model);
             break;
+        }
         case ParallelInputKind::kOptim:
             meta.info =
                 ParallelOptimFile{read_optim_states(file, index), read_parallel_optim_extras(file)};
