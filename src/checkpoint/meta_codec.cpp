@@ -252,7 +252,7 @@ OptimStatesInfo get_optim(WireReader& in) {
     optim.master = in.sequence(kMinTensor, get_tensor);
     optim.param_shapes = get_groups(in);
     optim.subgroup_partition_counts = get_ints(in);
-    optim.group_states = in.sequence(3 + 4, get_group_state);
+    optim.group_states = in.sequence(3 + kMinString, get_group_state);
     optim.global_state = get_global_state(in);
     return optim;
 }
