@@ -29,12 +29,13 @@ fi
 # the fuzz build. Longer seeds are truncated to this when loaded (the CTest replay is not).
 declare -A max_len=(
     [zip_reader]=65536
+    [legacy_archive]=65536
     [pickle]=65536
     [checkpoint_interpreter]=65536
     [safetensors_header]=65536
     [wire_codec]=65536
 )
-all_targets=(zip_reader pickle checkpoint_interpreter safetensors_header wire_codec)
+all_targets=(zip_reader legacy_archive pickle checkpoint_interpreter safetensors_header wire_codec)
 targets=("$@")
 [[ ${#targets[@]} -eq 0 ]] && targets=("${all_targets[@]}")
 for target in "${targets[@]}"; do

@@ -59,6 +59,8 @@ struct ConversionPlan {
         std::uint32_t pp = 1;
         std::uint32_t ep = 1;
         std::uint32_t dp = 1;
+        // Ulysses sequence parallelism: weights whole on each of `sp` ranks, ZeRO over sp x dp.
+        std::uint32_t sp = 1;
         bool zero = false;  // ZeRO-1/2 partitions hold the weights (else the model files)
         std::vector<File> files;
     };

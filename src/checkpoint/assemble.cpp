@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "checkpoint/sequence_parallel.hpp"
 #include "checkpoint/states_reader.hpp"
 #include "checkpoint/universal_assemble.hpp"
 #include "common/errors.hpp"
@@ -38,7 +39,7 @@ std::vector<InputFileSpec> checkpoint_inputs(const CheckpointFiles& files) {
 FileMeta read_file_meta(const InputFileSpec& input, std::uint32_t index) {
     container::TorchFile file = container::TorchFile::open(input.path);
     FileMeta meta;
-    meta.size = file.archive().file_size();
+    meta.size = file.file_size();
     switch (input.kind) {
         case InputKind::kFirstModel:
         case InputKind::kModelParallelRank:
@@ -100,7 +101,8 @@ CheckpointMeta assemble_checkpoint_meta(const CheckpointFiles& files, std::vecto
                           "checkpoint keeps its layers in layer_* files, and the tag folder "
                           "has none: the pipeline's weights are missing");
     }
-    if (model.tp_degree > 1 || model.pp_degree > 1 || model.mp_world_size > 1) {
+    meta.sequence_parallel = resolve_sequence_parallel(files, model);
+    if (meta.sequence_parallel == 1 && records_model_parallelism(model)) {
         throw_unsupported(model_path, "tensor/pipeline-parallel checkpoint (tp=" +
                                           std::to_string(model.tp_degree) +
                                           ", pp=" + std::to_string(model.pp_degree) +
@@ -202,6 +204,10 @@ CheckpointMeta assemble_checkpoint_meta(const CheckpointFiles& files, std::vecto
         meta.notes.push_back("dp_world_size is " + std::to_string(model.dp_world_size) +
                              " but the optimizer is partitioned over " + std::to_string(world) +
                              " ranks (MiCS or hpZ sharding)");
+    }
+    if (meta.sequence_parallel > 1) {
+        meta.notes.push_back(
+            sequence_parallel_note(meta.sequence_parallel, meta.world_size, model_path));
     }
     if (meta.layout == MasterLayout::kPaddedGroups) {
         meta.notes.push_back(

@@ -101,6 +101,10 @@ struct OptimizerGroupState {
     std::optional<TensorRef> exp_avg;  // 1-D, laid out like the group's master partition
     std::optional<TensorRef> exp_avg_sq;
     std::optional<OptimizerStep> step;
+    // Every key of the group's state entry that holds a tensor, in file order (exp_avg,
+    // exp_avg_sq, step for Adam; momentum_buffer for Muon): what a refusal names when the
+    // moments a universal checkpoint needs are not there.
+    std::vector<std::string> tensor_keys;
 
     friend bool operator==(const OptimizerGroupState&, const OptimizerGroupState&) = default;
 };
@@ -154,6 +158,8 @@ struct CheckpointMeta {
     std::vector<std::uint64_t> input_sizes;
     std::vector<InputRecord> records;  // every input's storage records, in input order
     std::uint32_t world_size = 0;
+    // Ulysses sequence-parallel degree S (sequence_parallel.hpp): world_size is S x DP; 1 without.
+    std::uint32_t sequence_parallel = 1;
     int zero_stage = 0;  // 1, 2 or 3 as recorded (BF16_Optimizer: 1)
     MasterLayout layout = MasterLayout::kFlatGroups;
     std::string ds_version;

@@ -6,6 +6,7 @@
 #include <optional>
 
 #include "checkpoint/natural_sort.hpp"
+#include "checkpoint/sequence_parallel.hpp"
 #include "checkpoint/universal_discovery.hpp"
 #include "common/errors.hpp"
 #include "io/posix_file.hpp"
@@ -328,6 +329,9 @@ CheckpointFiles discover_checkpoint(const std::string& checkpoint_dir, const std
               [](const auto& a, const auto& b) { return natural_less(a, b); });
     std::map<std::uint64_t, std::string> optim_by_rank;
     std::map<std::uint64_t, std::string> model_by_rank;
+    std::map<std::uint64_t, std::uint64_t> mp_rank_of_optim;
+    std::map<std::uint64_t, std::uint64_t> mp_rank_of_model;
+    const bool sequence_parallel_names = has_sequence_parallel_names(names);
     std::vector<std::string> shared_model;
     std::string prefix;
     bool first_optim = true;
@@ -365,7 +369,8 @@ CheckpointFiles discover_checkpoint(const std::string& checkpoint_dir, const std
         if (!io::is_regular_file(path)) {
             throw_input_error(path, io::why_not_regular_file(path));
         }
-        if (parsed.mp_rank != 0) {
+        if (parsed.mp_rank != 0 &&
+            (!sequence_parallel_names || parsed.role == CheckpointFileRole::kModelStates)) {
             throw_unsupported(path, "file of model-parallel rank " +
                                         std::to_string(parsed.mp_rank) +
                                         ": a tensor- or pipeline-parallel checkpoint (several "
@@ -383,6 +388,7 @@ CheckpointFiles discover_checkpoint(const std::string& checkpoint_dir, const std
                                             "': files from two different runs?");
             }
             auto [it, inserted] = optim_by_rank.emplace(parsed.dp_rank, path);
+            mp_rank_of_optim.emplace(parsed.dp_rank, parsed.mp_rank);
             if (!inserted) {
                 throw_input_error(path, "second optimizer file for rank " +
                                             std::to_string(parsed.dp_rank) + " (the first is '" +
@@ -390,6 +396,7 @@ CheckpointFiles discover_checkpoint(const std::string& checkpoint_dir, const std
             }
         } else if (parsed.role == CheckpointFileRole::kRankModelStates) {
             auto [it, inserted] = model_by_rank.emplace(parsed.dp_rank, path);
+            mp_rank_of_model.emplace(parsed.dp_rank, parsed.mp_rank);
             if (!inserted) {
                 throw_input_error(
                     path, "second model-states file for rank " + std::to_string(parsed.dp_rank));
@@ -436,11 +443,16 @@ CheckpointFiles discover_checkpoint(const std::string& checkpoint_dir, const std
     };
     files.optim_files = in_rank_order(optim_by_rank, "optimizer");
     files.optim_prefix = prefix;
+    for (const auto& [rank, mp] : mp_rank_of_optim)
+        files.optim_mp_ranks.push_back(mp);
     if (!model_by_rank.empty()) {
         files.model_files = in_rank_order(model_by_rank, "model-states");
         files.per_rank_model_files = true;
+        for (const auto& [rank, mp] : mp_rank_of_model)
+            files.model_mp_ranks.push_back(mp);
     } else {
         files.model_files = shared_model;
+        files.model_mp_ranks.assign(shared_model.size(), 0);
     }
     return files;
 }

@@ -9,9 +9,10 @@
 // R is never padded, MM has at least two digits. CKPT_DIR may also be the tag folder itself.
 // Names are parsed exactly; files of the parallel layouts (pipeline `layer_*`, MoE expert
 // files, mp_rank MM > 00) are refused here: checkpoint/routing.hpp sends such folders to the
-// parallel reader (file_grid.hpp) instead. Whether the rank grid matches the world
-// size recorded inside the files is checked once their contents are known
-// (assemble_checkpoint_meta).
+// parallel reader (file_grid.hpp) instead. The exception: ZeRO files whose MM numbers
+// sequence-parallel ranks, one file per data-parallel rank R (sequence_parallel.hpp). Whether the
+// rank grid matches the world size recorded inside the files is checked once their contents are
+// known (assemble_checkpoint_meta).
 #pragma once
 
 #include <cstdint>
@@ -56,6 +57,11 @@ struct CheckpointFiles {
     bool per_rank_model_files = false;
     std::vector<std::string> optim_files;
     std::string optim_prefix;  // "", "bf16_" or "fp16_"
+    // The mp rank each name carries, parallel to optim_files and model_files (empty: all 00).
+    // Above 00 only in the names DeepSpeed's Ulysses sequence parallelism gave its files
+    // (sequence_parallel.hpp); checked against the metadata when it is read.
+    std::vector<std::uint64_t> optim_mp_ranks;
+    std::vector<std::uint64_t> model_mp_ranks;
     // <tag_dir>/offloaded_tensors exists: ZeRO-3 NVMe optimizer offload.
     bool has_offloaded_tensors = false;
     // A universal checkpoint (universal_discovery.hpp): no optimizer files, one folder per

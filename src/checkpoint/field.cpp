@@ -7,7 +7,7 @@ namespace z2f::checkpoint {
 
 Field::Field(const container::TorchFile& file, const pickle::Value& value, std::string path)
     : file_(&file), value_(&value), path_(std::move(path)), budget_(std::make_shared<Budget>()) {
-    budget_->pickle_bytes = file.archive().require("data.pkl").size;
+    budget_->pickle_bytes = file.pickle_size();
     budget_->limit = kUnitsPerPickleByte * budget_->pickle_bytes + kUnitsSlack;
 }
 
@@ -28,7 +28,7 @@ void Field::charge(std::uint64_t units) const {
                           "reading " + where + " exceeds the interpretation budget of " +
                               std::to_string(budget_->limit) + " units for a " +
                               std::to_string(budget_->pickle_bytes) +
-                              "-byte data.pkl: the pickle refers to the same values over and "
+                              "-byte pickle: the pickle refers to the same values over and "
                               "over (a corrupt or hostile file)");
     }
 }

@@ -154,6 +154,7 @@ void put_group_state(WireWriter& out, const OptimizerGroupState& state) {
     out.optional(state.exp_avg, put_tensor);
     out.optional(state.exp_avg_sq, put_tensor);
     out.optional(state.step, put_step);
+    out.strings(state.tensor_keys);
 }
 
 OptimizerGroupState get_group_state(WireReader& in) {
@@ -161,6 +162,7 @@ OptimizerGroupState get_group_state(WireReader& in) {
     state.exp_avg = in.optional(get_tensor);
     state.exp_avg_sq = in.optional(get_tensor);
     state.step = in.optional(get_step);
+    state.tensor_keys = in.strings();
     return state;
 }
 
@@ -250,7 +252,7 @@ OptimStatesInfo get_optim(WireReader& in) {
     optim.master = in.sequence(kMinTensor, get_tensor);
     optim.param_shapes = get_groups(in);
     optim.subgroup_partition_counts = get_ints(in);
-    optim.group_states = in.sequence(3, get_group_state);
+    optim.group_states = in.sequence(3 + kMinString, get_group_state);
     optim.global_state = get_global_state(in);
     return optim;
 }
@@ -285,6 +287,8 @@ std::vector<std::byte> encode_files(const CheckpointFiles& files) {
     out.boolean(files.per_rank_model_files);
     out.strings(files.optim_files);
     out.str(files.optim_prefix);
+    out.dims(files.optim_mp_ranks);
+    out.dims(files.model_mp_ranks);
     out.boolean(files.has_offloaded_tensors);
     out.boolean(files.universal);
     out.strings(files.universal_params);
@@ -301,6 +305,8 @@ CheckpointFiles decode_files(std::span<const std::byte> bytes) {
     files.per_rank_model_files = in.boolean();
     files.optim_files = in.strings();
     files.optim_prefix = in.str();
+    files.optim_mp_ranks = in.dims();
+    files.model_mp_ranks = in.dims();
     files.has_offloaded_tensors = in.boolean();
     files.universal = in.boolean();
     files.universal_params = in.strings();
@@ -315,17 +321,19 @@ void encode_records(const std::vector<InputRecord>& records, WireWriter& out) {
         w.u64(record.length);
         w.u32(record.crc32);
         w.str(record.name);
+        w.boolean(record.format_has_no_crc);
     });
 }
 
 std::vector<InputRecord> decode_records(WireReader& in) {
-    return in.sequence(4 + 8 + 8 + 4 + kMinString, [](WireReader& r) {
+    return in.sequence(4 + 8 + 8 + 4 + kMinString + 1, [](WireReader& r) {
         InputRecord record;
         record.file = r.u32();
         record.offset = r.u64();
         record.length = r.u64();
         record.crc32 = r.u32();
         record.name = r.str();
+        record.format_has_no_crc = r.boolean();
         return record;
     });
 }

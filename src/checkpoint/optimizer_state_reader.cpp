@@ -95,6 +95,11 @@ OptimizerGroupState read_group_state(const Field& entry, std::uint32_t file_inde
     if (!entry.is_dict()) {
         return state;
     }
+    // Read off the dict itself: an odd key must not stop a conversion that needs none of this.
+    for (const auto& [key, value] : entry.value().get<pickle::Dict>()->items) {
+        if (key.string() && value.get<pickle::Tensor>() != nullptr)
+            state.tensor_keys.emplace_back(*key.string());
+    }
     state.exp_avg = read_moment(entry, "exp_avg", file_index);
     state.exp_avg_sq = read_moment(entry, "exp_avg_sq", file_index);
     if (std::optional<Field> step = entry.find("step")) {

@@ -2,7 +2,9 @@
 
 #include "checkpoint/assemble.hpp"
 #include "checkpoint/parallel_states_reader.hpp"
+#include "checkpoint/sequence_parallel.hpp"
 #include "checkpoint/states_reader.hpp"
+#include "checkpoint/zero0_masters.hpp"
 #include "common/errors.hpp"
 #include "container/torch_file.hpp"
 
@@ -15,7 +17,10 @@ std::string degrees_text(const FileGrid& grid) {
 
 void check_recorded_degrees(const FileGrid& grid, const std::string& path,
                             const ModelStatesInfo& model) {
-    if (model.tp_degree > 0 && static_cast<std::uint64_t>(model.tp_degree) != grid.tp_degree) {
+    // A sequence-parallel run records its SP degree as tp_degree: its weights are not split.
+    const std::int64_t tp_degree =
+        recorded_sequence_parallel_degree(model) > 1 ? 1 : model.tp_degree;
+    if (tp_degree > 0 && static_cast<std::uint64_t>(tp_degree) != grid.tp_degree) {
         throw_input_error(path, "checkpoint_parallel_dimensions records tp_degree " +
                                     std::to_string(model.tp_degree) + " but the file names give " +
                                     degrees_text(grid) + ": files are missing or from another run");
@@ -61,12 +66,15 @@ std::vector<ParallelInputSpec> parallel_inputs(const FileGrid& grid) {
 ParallelFileMeta read_parallel_file_meta(const ParallelInputSpec& input, std::uint32_t index) {
     container::TorchFile file = container::TorchFile::open(input.path);
     ParallelFileMeta meta;
-    meta.size = file.archive().file_size();
+    meta.size = file.file_size();
     switch (input.kind) {
-        case ParallelInputKind::kModel:
-            meta.info = ParallelModelFile{read_model_states(file, index, ModelFileScope::kFull),
-                                          read_parallel_model_extras(file)};
+        case ParallelInputKind::kModel: {
+            ParallelModelFile model{read_model_states(file, index, ModelFileScope::kFull),
+                                    read_parallel_model_extras(file)};
+            model.extras.zero0_masters = read_zero0_masters(file, model.states, index);
+            meta.info = std::move(model);
             break;
+        }
         case ParallelInputKind::kOptim:
             meta.info =
                 ParallelOptimFile{read_optim_states(file, index), read_parallel_optim_extras(file)};

@@ -51,6 +51,16 @@ struct UniversalCheckpointInfo {
                            const UniversalCheckpointInfo&) = default;
 };
 
+// The fp32 masters a 16-bit run without ZeRO kept in its model file (zero0_masters.hpp).
+struct Zero0Masters {
+    std::string key;            // "fp32_groups" or "fp32_groups_flat"; empty: no masters
+    std::uint64_t tensors = 0;  // master tensors in the file (flat: one per param group)
+    // Module name -> master, in module order; a flat group's slice is shaped like its parameter.
+    std::vector<NamedTensor> masters;
+
+    friend bool operator==(const Zero0Masters&, const Zero0Masters&) = default;
+};
+
 // Facts of an mp_rank_MM_model_states.pt beyond ModelStatesInfo.
 struct ParallelModelExtras {
     std::optional<UniversalCheckpointInfo> universal_info;
@@ -60,6 +70,7 @@ struct ParallelModelExtras {
     bool has_plain_optimizer_state = false;
     // ds_autotp_universal_checkpoint_meta or AutoTP-only keys seen elsewhere: recorded, not used.
     bool has_autoep_layers = false;
+    Zero0Masters zero0_masters;
 
     friend bool operator==(const ParallelModelExtras&, const ParallelModelExtras&) = default;
 };

@@ -76,6 +76,9 @@ void put_model_extras(WireWriter& out, const ParallelModelExtras& extras) {
     out.sequence(extras.num_experts, [](WireWriter& w, std::int64_t n) { w.i64(n); });
     out.boolean(extras.has_plain_optimizer_state);
     out.boolean(extras.has_autoep_layers);
+    out.str(extras.zero0_masters.key);
+    out.u64(extras.zero0_masters.tensors);
+    encode_named_tensors(extras.zero0_masters.masters, out);
 }
 
 ParallelModelExtras get_model_extras(WireReader& in) {
@@ -84,6 +87,9 @@ ParallelModelExtras get_model_extras(WireReader& in) {
     extras.num_experts = in.sequence(8, [](WireReader& r) { return r.i64(); });
     extras.has_plain_optimizer_state = in.boolean();
     extras.has_autoep_layers = in.boolean();
+    extras.zero0_masters.key = in.str();
+    extras.zero0_masters.tensors = in.u64();
+    extras.zero0_masters.masters = decode_named_tensors(in);
     return extras;
 }
 

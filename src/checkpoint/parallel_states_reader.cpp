@@ -164,7 +164,9 @@ ParallelModelExtras read_parallel_model_extras(const container::TorchFile& file)
     }
     if (std::optional<Field> optimizer = root.find("optimizer");
         optimizer && optimizer->is_dict()) {
-        extras.has_plain_optimizer_state = optimizer->find("state").has_value();
+        // A torch optimizer.state_dict(), or a 16-bit wrapper's around it.
+        extras.has_plain_optimizer_state = optimizer->find("state").has_value() ||
+                                           optimizer->find("optimizer_state_dict").has_value();
     }
     for (const char* key : {"ds_autoep_layers", "autoep_layers"}) {
         if (std::optional<Field> layers = root.find(key); layers && !layers->is_none()) {

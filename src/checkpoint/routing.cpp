@@ -5,6 +5,7 @@
 #include "checkpoint/meta_codec.hpp"
 #include "checkpoint/natural_sort.hpp"
 #include "checkpoint/parallel_meta_codec.hpp"
+#include "checkpoint/sequence_parallel.hpp"
 #include "checkpoint/universal_discovery.hpp"
 #include "common/errors.hpp"
 #include "io/posix_file.hpp"
@@ -29,6 +30,10 @@ const std::string& DiscoveredCheckpoint::checkpoint_dir() const noexcept {
 }
 
 bool takes_parallel_reader(const std::vector<std::string>& names) {
+    // mp ranks that number sequence-parallel ranks: a data-parallel checkpoint, if the files'
+    // metadata agrees (assemble_checkpoint_meta checks it).
+    if (has_sequence_parallel_names(names))
+        return false;
     bool model_file = false;
     bool partitions = false;
     for (const std::string& name : names) {

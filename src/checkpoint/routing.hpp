@@ -5,7 +5,8 @@
 //
 // The decision is made once, by the names of the tag folder alone:
 //   parallel       a pipeline layer file, an expert file or expert optimizer file, any file of
-//                  a model-parallel rank MM > 00, or model files without any optimizer file
+//                  a model-parallel rank MM > 00 (unless the MMs number sequence-parallel
+//                  ranks, sequence_parallel.hpp), or model files without any optimizer file
 //                  (ZeRO-0: nothing partitioned)
 //   data-parallel  everything else, universal checkpoints included
 // The rank that discovers broadcasts the result (encode_discovered), so every rank takes the

@@ -4,6 +4,7 @@
 #include <unordered_map>
 
 #include "checkpoint/field.hpp"
+#include "checkpoint/sequence_parallel.hpp"
 #include "checkpoint/universal_discovery.hpp"
 #include "common/checked_math.hpp"
 #include "common/errors.hpp"
@@ -174,8 +175,7 @@ CheckpointMeta assemble_universal_meta(const CheckpointFiles& files, std::vector
         meta.model = merge_model_parallel_ranks(ranks, files.model_files, meta.warnings);
     }
     const ModelStatesInfo& model = meta.model;
-    if (model.module_is_none || model.tp_degree > 1 || model.pp_degree > 1 ||
-        model.mp_world_size > 1) {
+    if (model.module_is_none || records_model_parallelism(model)) {
         throw_unsupported(model_path,
                           "universal checkpoint of a tensor- or pipeline-parallel run whose "
                           "other mp_rank_MM_model_states.pt files are missing");

@@ -15,8 +15,9 @@ namespace {
 // The file grid of a parallel checkpoint: degrees, then every file with its place.
 void print_grid(std::FILE* out, const ConversionPlan& plan) {
     const ConversionPlan::ParallelGrid& grid = *plan.parallel;
-    std::fprintf(out, "grid: %s, TP %u x PP %u x DP %u, EP %u, %s\n", grid.kind.c_str(), grid.tp,
-                 grid.pp, grid.dp, grid.ep,
+    const std::string sp = grid.sp > 1 ? " x SP " + std::to_string(grid.sp) : "";
+    std::fprintf(out, "grid: %s, TP %u x PP %u x DP %u%s, EP %u, %s\n", grid.kind.c_str(), grid.tp,
+                 grid.pp, grid.dp, sp.c_str(), grid.ep,
                  grid.zero ? "weights from the ZeRO partitions"
                            : "no ZeRO partitions: weights from the model files");
     const std::string prefix = plan.checkpoint + "/";
@@ -91,7 +92,8 @@ void print_dry_run(std::FILE* out, const ConversionResult& result) {
     }
     if (plan.index)
         std::fprintf(out, "  %s\n", plan.index->c_str());
-    if (plan.parallel) {
+    // Sequence parallelism keeps whole weights: no tensor is merged.
+    if (plan.parallel && plan.parallel->sp == 1) {
         std::fprintf(out, "merge rule per tensor:\n");
         for (const ConversionPlan::Tensor& tensor : plan.tensors) {
             std::string how = !tensor.alias_of.empty() ? "tied to " + tensor.alias_of

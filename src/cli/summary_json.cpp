@@ -38,6 +38,8 @@ std::string summary_json(const ConvertRequest& request, const ConversionResult& 
     if (const auto& grid = result.plan.parallel) {
         json["parallel"] = {{"kind", grid->kind}, {"tp", grid->tp}, {"pp", grid->pp},
                             {"ep", grid->ep},     {"dp", grid->dp}, {"zero", grid->zero}};
+        if (grid->sp > 1)
+            json["parallel"]["sp"] = grid->sp;
     }
     json["options"] = {
         {"format", enum_name(options.format)},

@@ -25,12 +25,15 @@ struct InputFile {
 // A stored zip record of an input file that holds tensor bytes: where its data lies and the
 // CRC-32 the zip directory records for it (0 when the writer computed none: torch's
 // `_set_crc32_options(False)`). The copy engine checks every record it reads from against it.
+// A storage of a file in torch's legacy non-zip format is a record too, with CRC 0: that
+// format has no checksums at all (`format_has_no_crc`).
 struct InputRecord {
     std::uint32_t file = 0;
     std::uint64_t offset = 0;  // absolute file offset of the first data byte
     std::uint64_t length = 0;
     std::uint32_t crc32 = 0;
-    std::string name;  // "archive/data/3", for messages
+    std::string name;  // "archive/data/3" or "storage 94823712", for messages
+    bool format_has_no_crc = false;
 
     std::uint64_t end() const noexcept { return offset + length; }
     friend bool operator==(const InputRecord&, const InputRecord&) = default;

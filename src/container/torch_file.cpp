@@ -1,6 +1,7 @@
 #include "container/torch_file.hpp"
 
 #include <algorithm>
+#include <array>
 
 #include "common/checked_math.hpp"
 #include "common/errors.hpp"
@@ -10,13 +11,46 @@ namespace z2f::container {
 TorchFile TorchFile::open(const std::string& path) {
     TorchFile torch_file;
     torch_file.file_ = io::File::open_read(path);
-    torch_file.archive_ = TorchArchive::open(torch_file.file_);
-    const ZipRecord& pickle_record = torch_file.archive_.require("data.pkl");
+    torch_file.file_size_ = torch_file.file_.size();
+    std::array<std::byte, 16> head{};
+    const std::size_t head_size = torch_file.file_.read_at_most(0, head);
+    if (sniff_torch_file(std::span(head).first(head_size)) == TorchFileKind::kLegacyPickle) {
+        torch_file.legacy_ =
+            LegacyArchive::open(torch_file.file_, torch_file.document_, kMaxPickleBytes);
+        torch_file.pickle_size_ = torch_file.legacy_->pickle_size();
+        return torch_file;
+    }
+    // Anything else is read as a zip archive, whose reader names what else it might be.
+    torch_file.zip_ = TorchArchive::open(torch_file.file_);
+    const ZipRecord& pickle_record = torch_file.zip_->require("data.pkl");
     std::vector<std::byte> bytes =
-        torch_file.archive_.read_record(torch_file.file_, pickle_record, kMaxPickleBytes);
+        torch_file.zip_->read_record(torch_file.file_, pickle_record, kMaxPickleBytes);
+    torch_file.pickle_size_ = pickle_record.size;
     torch_file.document_ =
-        pickle::parse_pickle(bytes, path + ": " + torch_file.archive_.prefix() + "/data.pkl");
+        pickle::parse_pickle(bytes, path + ": " + torch_file.zip_->prefix() + "/data.pkl");
     return torch_file;
+}
+
+std::string TorchFile::record_name(const std::string& key) const {
+    return zip_ ? "data/" + key : "storage " + key;
+}
+
+TorchFile::StorageBytes TorchFile::storage_bytes(const std::string& key,
+                                                 const std::string& prefix) const {
+    if (auto known = located_.find(key); known != located_.end())
+        return known->second;
+    StorageBytes bytes;
+    if (zip_) {
+        const ZipRecord& record = zip_->require(record_name(key));
+        bytes = {zip_->data_offset(file_, record), record.size};
+    } else {
+        const LegacyStorage* storage = legacy_->find(key);
+        if (storage == nullptr) {
+            throw_input_error(path(), prefix + "storage '" + key + "' has no bytes in the file");
+        }
+        bytes = {storage->data_offset, storage->size};
+    }
+    return bytes;
 }
 
 TensorBytes TorchFile::locate(const pickle::Tensor& tensor, std::string_view what) const {
@@ -29,7 +63,7 @@ TensorBytes TorchFile::locate(const pickle::Tensor& tensor, std::string_view wha
     TensorBytes out;
     out.dtype = *tensor.dtype;
     out.shape = tensor.shape;
-    out.record = "data/" + storage.key;
+    out.record = record_name(storage.key);
     const std::uint64_t item = dtype_size(out.dtype);
 
     auto numel = checked_numel(tensor.shape);
@@ -56,40 +90,42 @@ TensorBytes TorchFile::locate(const pickle::Tensor& tensor, std::string_view wha
         expected *= tensor.shape[d] == 0 ? 1 : tensor.shape[d];
     }
 
-    // The storage record: untyped storages count bytes, typed ones elements.
+    // The storage: untyped storages count bytes, typed ones elements.
     const std::uint64_t storage_item = storage.dtype ? dtype_size(*storage.dtype) : 1;
-    auto storage_bytes = checked_mul(storage.numel, storage_item);
-    const ZipRecord& record = archive_.require(out.record);
-    if (!storage_bytes || *storage_bytes != record.size) {
+    auto storage_size = checked_mul(storage.numel, storage_item);
+    const StorageBytes bytes = storage_bytes(storage.key, prefix);
+    if (!storage_size || *storage_size != bytes.size) {
         throw_input_error(file_path, prefix + "record '" + out.record + "' holds " +
-                                         std::to_string(record.size) +
+                                         std::to_string(bytes.size) +
                                          " bytes, but the pickle declares a storage of " +
                                          std::to_string(storage.numel) + " elements of " +
                                          std::to_string(storage_item) + " bytes");
     }
     auto view_begin = checked_mul(tensor.storage_offset, item);
     auto view_end = view_begin ? checked_add(*view_begin, out.length) : std::nullopt;
-    if (!view_end || *view_end > record.size) {
+    if (!view_end || *view_end > bytes.size) {
         throw_input_error(file_path, prefix + "tensor view (element offset " +
                                          std::to_string(tensor.storage_offset) + ", " +
                                          std::to_string(out.numel) + " elements) runs past its " +
-                                         std::to_string(record.size) + "-byte storage record '" +
+                                         std::to_string(bytes.size) + "-byte storage record '" +
                                          out.record + "'");
     }
-    auto cached = data_offsets_.find(out.record);
-    if (cached == data_offsets_.end()) {
-        cached = data_offsets_.emplace(out.record, archive_.data_offset(file_, record)).first;
-    }
-    out.offset = cached->second + *view_begin;
+    located_.emplace(storage.key, bytes);
+    out.offset = bytes.offset + *view_begin;
     return out;
 }
 
 std::vector<InputRecord> TorchFile::located_records(std::uint32_t file) const {
     std::vector<InputRecord> records;
-    for (const auto& [name, offset] : data_offsets_) {
-        const ZipRecord& record = archive_.require(name);
-        records.push_back(
-            {file, offset, record.size, record.crc32, archive_.prefix() + "/" + name});
+    for (const auto& [key, bytes] : located_) {
+        InputRecord record{file, bytes.offset, bytes.size, 0, record_name(key)};
+        if (zip_) {
+            record.crc32 = zip_->require(record.name).crc32;
+            record.name = zip_->prefix() + "/" + record.name;
+        } else {
+            record.format_has_no_crc = true;
+        }
+        records.push_back(std::move(record));
     }
     std::sort(records.begin(), records.end(),
               [](const InputRecord& a, const InputRecord& b) { return a.offset < b.offset; });

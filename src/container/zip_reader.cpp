@@ -197,9 +197,13 @@ TorchFileKind sniff_torch_file(std::span<const std::byte> first) noexcept {
         return TorchFileKind::kZip;
     }
     // The legacy format begins with the pickled magic number 0x1950a86a20f9469cfc6c:
-    // PROTO 2, LONG1 of 10 bytes, then the number little-endian.
+    // PROTO 2, LONG1 of 10 bytes, then the number little-endian. torch.save given another
+    // pickle protocol (3 to 5) starts with that PROTO opcode instead; the legacy reader checks
+    // the number itself.
     if (starts_with(
-            std::string_view("\x80\x02\x8a\x0a\x6c\xfc\x9c\x46\xf9\x20\x6a\xa8\x50\x19", 14))) {
+            std::string_view("\x80\x02\x8a\x0a\x6c\xfc\x9c\x46\xf9\x20\x6a\xa8\x50\x19", 14)) ||
+        (first.size() >= 2 && first[0] == std::byte{0x80} && first[1] >= std::byte{3} &&
+         first[1] <= std::byte{5})) {
         return TorchFileKind::kLegacyPickle;
     }
     if (first.size() >= 262 && std::memcmp(first.data() + 257, "ustar", 5) == 0) {
@@ -225,11 +229,10 @@ TorchArchive TorchArchive::open(const io::File& file) {
         case TorchFileKind::kZip:
             break;
         case TorchFileKind::kLegacyPickle:
-            throw_unsupported(path,
+            // TorchFile reads such files with the legacy reader (legacy_archive.hpp).
+            throw_input_error(path,
                               "is in torch's legacy (non-zip) serialization format, written with "
-                              "_use_new_zipfile_serialization=False (DeepSpeed: "
-                              "\"checkpoint_serialization\": false); re-save the checkpoint with "
-                              "the default zip format");
+                              "_use_new_zipfile_serialization=False, not a zip archive");
         case TorchFileKind::kLegacyTar:
             throw_unsupported(path,
                               "is a pre-1.0 torch tar archive; only zip-format torch.save "

@@ -45,6 +45,7 @@ std::string checkpoint_summary(const run::RunPlan& plan) {
         const ConversionPlan::ParallelGrid& grid = *plan.parallel;
         return grid.kind + " checkpoint, TP " + std::to_string(grid.tp) + " x PP " +
                std::to_string(grid.pp) + " x DP " + std::to_string(grid.dp) +
+               (grid.sp > 1 ? " x SP " + std::to_string(grid.sp) : "") +
                (grid.ep > 1 ? " (EP " + std::to_string(grid.ep) + ")" : "") +
                (grid.zero ? ", ZeRO stage " + std::to_string(plan.zero_stage) : ", no ZeRO") +
                (plan.ds_version.empty() ? "" : ", DeepSpeed " + plan.ds_version);

@@ -258,15 +258,22 @@ std::optional<std::uint32_t> parse_hex(std::string_view digits) {
     return value;
 }
 
+// Thrown inside the machine, and caught by parse_pickle_prefix, when the bytes end before the
+// pickle does: the caller has more bytes to offer.
+struct EndOfData {};
+
 class Machine {
   public:
-    Machine(std::span<const std::byte> data, const std::string& source, const Limits& limits)
-        : data_(data), source_(source), limits_(limits) {}
+    Machine(std::span<const std::byte> data, const std::string& source, const Limits& limits,
+            bool data_may_continue = false)
+        : data_(data), source_(source), limits_(limits), data_may_continue_(data_may_continue) {}
 
     Document run() {
         while (true) {
             if (pos_ >= data_.size()) {
                 op_offset_ = pos_;
+                if (data_may_continue_)
+                    throw EndOfData{};
                 fail_plain("pickle ends at byte " + std::to_string(pos_) +
                            " without a STOP opcode");
             }
@@ -278,6 +285,9 @@ class Machine {
         }
         return std::move(doc_);
     }
+
+    // Bytes consumed, the STOP opcode included, after run().
+    std::size_t consumed() const noexcept { return pos_; }
 
   private:
     [[noreturn]] void fail_plain(const std::string& what) const {
@@ -292,6 +302,8 @@ class Machine {
     std::uint64_t remaining() const noexcept { return data_.size() - pos_; }
     std::span<const std::byte> take(std::uint64_t count) {
         if (count > remaining()) {
+            if (data_may_continue_)
+                throw EndOfData{};
             fail("needs " + std::to_string(count) + " bytes but only " +
                  std::to_string(remaining()) + " remain");
         }
@@ -308,6 +320,8 @@ class Machine {
         const std::byte* begin = data_.data() + pos_;
         const void* newline = std::memchr(begin, '\n', data_.size() - pos_);
         if (newline == nullptr) {
+            if (data_may_continue_)
+                throw EndOfData{};
             fail("text argument is not terminated by a newline");
         }
         auto length = static_cast<std::size_t>(static_cast<const std::byte*>(newline) - begin);
@@ -556,6 +570,12 @@ class Machine {
             fail("persistent id is " + describe_type(pid) +
                  ", expected the tuple ('storage', <storage type>, key, location, numel)");
         }
+        // torch < 1.0 named a view into a root storage in a sixth element; later writers put
+        // None there (the legacy format) or leave it out (zip).
+        if (tuple->items.size() == 6 && !tuple->items[5].is_none()) {
+            fail("storage persistent id carries view metadata (" + describe_type(tuple->items[5]) +
+                 "): views into another storage, written by torch before 1.0, are not supported");
+        }
         const Global* type = tuple->items[1].get<Global>();
         auto key = tuple->items[2].string();
         auto location = tuple->items[3].string();
@@ -592,6 +612,7 @@ class Machine {
         storage->location = std::string(*location);
         storage->numel = numel_value;
         it->second = storage;
+        doc_.add_storage(storage);
         return Value::object(storage);
     }
 
@@ -895,6 +916,8 @@ class Machine {
             case kFrame: {
                 auto length = read_le<std::uint64_t>();
                 if (length > remaining()) {
+                    if (data_may_continue_)
+                        throw EndOfData{};
                     fail("frame of " + std::to_string(length) + " bytes but only " +
                          std::to_string(remaining()) + " remain");
                 }
@@ -1212,6 +1235,7 @@ class Machine {
     std::span<const std::byte> data_;
     const std::string& source_;
     Limits limits_;
+    bool data_may_continue_ = false;
     std::uint64_t copy_budget_ = kCopyUnitsPerInputByte * data_.size() + kCopyUnitsSlack;
     std::uint64_t copied_ = 0;
     std::size_t pos_ = 0;
@@ -1229,6 +1253,19 @@ class Machine {
 Document parse_pickle(std::span<const std::byte> data, const std::string& source,
                       const Limits& limits) {
     return Machine(data, source, limits).run();
+}
+
+std::optional<PicklePrefix> parse_pickle_prefix(std::span<const std::byte> data,
+                                                const std::string& source, const Limits& limits) {
+    Machine machine(data, source, limits, true);
+    try {
+        PicklePrefix prefix;
+        prefix.document = machine.run();
+        prefix.length = machine.consumed();
+        return prefix;
+    } catch (const EndOfData&) {
+        return std::nullopt;
+    }
 }
 
 }  // namespace z2f::pickle

@@ -22,6 +22,7 @@
 #pragma once
 
 #include <cstddef>
+#include <optional>
 #include <span>
 #include <string>
 
@@ -36,5 +37,19 @@ struct Limits {
 // Parses a whole pickle. `source` names it in error messages, e.g. "x.pt: data.pkl".
 Document parse_pickle(std::span<const std::byte> data, const std::string& source,
                       const Limits& limits = {});
+
+// A pickle read from the front of a stream of bytes that goes on after its STOP opcode (torch's
+// legacy format writes several pickles back to back, then raw storage bytes).
+struct PicklePrefix {
+    Document document;
+    std::size_t length = 0;  // bytes of the pickle, STOP included
+};
+
+// Parses the pickle `data` starts with. nullopt when `data` ends before the pickle does, so that
+// the caller can offer more bytes and try again; every other malformation is an error, as in
+// parse_pickle (byte offsets count from the start of `data`).
+std::optional<PicklePrefix> parse_pickle_prefix(std::span<const std::byte> data,
+                                                const std::string& source,
+                                                const Limits& limits = {});
 
 }  // namespace z2f::pickle

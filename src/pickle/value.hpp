@@ -236,8 +236,14 @@ class Document {
     }
     void set_root(Value root) noexcept { root_ = root; }
 
+    // Every storage the pickle's persistent ids name, once each, in the order of first mention:
+    // a container that lays storages out by key (the legacy format) checks them against it.
+    const std::vector<const Storage*>& storages() const noexcept { return storages_; }
+    void add_storage(const Storage* storage) { storages_.push_back(storage); }
+
   private:
     std::vector<std::unique_ptr<Object>> arena_;
+    std::vector<const Storage*> storages_;
     Value root_;
 };
 

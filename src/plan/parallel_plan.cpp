@@ -11,6 +11,7 @@
 #include "common/checked_math.hpp"
 #include "common/errors.hpp"
 #include "plan/tp_merge.hpp"
+#include "plan/zero0_plan.hpp"
 
 namespace z2f::plan {
 namespace {
@@ -155,8 +156,10 @@ class ParallelPlanner {
             }
             return locals;
         }
-        // No ZeRO: the module holds the weights (a TP rank's slices).
+        // No ZeRO: the module holds the weights (a TP rank's slices), and a 16-bit run's optimizer
+        // wrapper the fp32 masters of its trainable ones.
         const checkpoint::ModelStatesInfo& model = rank.model.states;
+        const checkpoint::Zero0Masters& masters = rank.model.extras.zero0_masters;
         std::unordered_set<std::string> buffers(model.buffer_names.begin(),
                                                 model.buffer_names.end());
         std::vector<Local> buffer_locals;
@@ -165,13 +168,30 @@ class ParallelPlanner {
             if (buffers.count(entry.name) != 0) {
                 buffer_locals.push_back(
                     local_from_ref(entry.name, entry.tensor, TensorRole::kBuffer, base_));
-            } else {
+            } else if (masters.key.empty()) {
                 params.push_back(
                     local_from_ref(entry.name, entry.tensor, TensorRole::kTrainable, base_));
                 low_precision_check(entry.tensor.dtype, model_path(mp));
             }
         }
-        if (mp == 0) {
+        std::size_t frozen = 0;
+        if (!masters.key.empty()) {
+            for (const Zero0Param& param : zero0_parameters(model, masters)) {
+                frozen += param.role == TensorRole::kFrozen ? 1 : 0;
+                if (param.role == TensorRole::kFrozen && base_.exclude_frozen)
+                    continue;
+                Local local = local_from_ref(param.name, param.source, param.role, base_);
+                local.owner = param.owner;
+                params.push_back(std::move(local));
+            }
+        }
+        if (mp == 0 && !masters.key.empty()) {
+            result_.notes.push_back("no ZeRO: " + std::to_string(masters.masters.size()) +
+                                    " trainable parameters from the fp32 masters in " +
+                                    model_path(mp) + "'s optimizer['" + masters.key + "'], " +
+                                    std::to_string(frozen) + " frozen ones from its 'module'");
+        }
+        if (mp == 0 && masters.key.empty()) {
             result_.notes.push_back(
                 "no ZeRO optimizer files: the weights are the model files' "
                 "'module' tensors");

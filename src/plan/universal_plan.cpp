@@ -7,6 +7,7 @@
 #include "checkpoint/pickled_value.hpp"
 #include "common/errors.hpp"
 #include "plan/consolidation.hpp"
+#include "plan/universal_state_check.hpp"
 
 namespace z2f::plan {
 namespace {
@@ -247,6 +248,7 @@ UniversalPlan plan_universal(const checkpoint::CheckpointMeta& meta) {
     }
     const bool stage3 = meta.layout == checkpoint::MasterLayout::kPerParam;
     const std::string& model_path = meta.files.model_files.front();
+    check_universal_optimizer_state(meta);
     check_steps(meta);
     check_param_groups(meta);
 
@@ -352,6 +354,7 @@ UniversalPlan plan_parallel_universal(const checkpoint::ParallelCheckpointMeta& 
     std::vector<checkpoint::CheckpointMeta> views;
     for (const checkpoint::ModelParallelRank& rank : meta.ranks) {
         views.push_back(checkpoint::data_parallel_meta(meta, rank));
+        check_universal_optimizer_state(views.back());
         check_steps(views.back());
     }
     const checkpoint::CheckpointMeta& first = views.at(meta.grid.mp_rank(0, 0));

@@ -1,6 +1,8 @@
 #include "run/run_plan.hpp"
 
 #include <algorithm>
+#include <optional>
+#include <set>
 #include <sstream>
 
 #include "common/crc32.hpp"
@@ -12,6 +14,22 @@
 
 namespace z2f::run {
 namespace {
+
+// Files in torch's legacy format carry no CRCs (docs/deepspeed-format.md §2.5), so the input
+// check has nothing to check their bytes against: said once per run, counting the files.
+std::optional<std::string> legacy_inputs_warning(const plan::TensorPlan& tensors) {
+    std::set<std::uint32_t> files;
+    for (const InputRecord& record : tensors.records) {
+        if (record.format_has_no_crc)
+            files.insert(record.file);
+    }
+    if (files.empty())
+        return std::nullopt;
+    return std::to_string(files.size()) +
+           " input file(s) are in torch's legacy (non-zip) format, which carries no CRC-32s: "
+           "the input check cannot check the bytes read from them (the first: '" +
+           tensors.inputs.at(*files.begin()).path + "')";
+}
 
 // Everything that shapes the output bytes, and the inputs they come from.
 std::string run_identity(const TensorSource& source, const Options& options) {
@@ -210,6 +228,10 @@ RunPlan build_run_plan(const TensorSource& source, const RunSettings& settings) 
     run.format = options.format;
     run.notes = source.notes;
     run.warnings = source.warnings;
+    if (options.input_crc) {
+        if (std::optional<std::string> warning = legacy_inputs_warning(source.tensors))
+            run.warnings.push_back(std::move(*warning));
+    }
     run.parallel = source.parallel;
     if (options.format == OutputFormat::kUniversal) {
         if (source.data_parallel) {

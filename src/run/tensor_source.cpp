@@ -3,6 +3,7 @@
 #include "common/crc32.hpp"
 #include "plan/parallel_plan.hpp"
 #include "plan/tp_rules.hpp"
+#include "run/sequence_parallel_grid.hpp"
 
 namespace z2f::run {
 namespace {
@@ -88,6 +89,8 @@ TensorSource data_parallel_source(const checkpoint::CheckpointMeta& meta, const 
             "tensor-parallel ranks to merge");
     source.tensors.records = meta.records;
     source.data_parallel = meta;
+    if (meta.sequence_parallel > 1)
+        source.parallel = describe_sequence_parallel_grid(meta);
     return source;
 }
 

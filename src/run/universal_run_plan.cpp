@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <unordered_map>
 
+#include "checkpoint/sequence_parallel.hpp"
 #include "common/errors.hpp"
 #include "output/universal_layout.hpp"
 #include "plan/unit_ownership.hpp"
@@ -28,8 +29,7 @@ void refuse_parallel_sources(const checkpoint::CheckpointMeta& meta) {
     const checkpoint::ModelStatesInfo& model = meta.model;
     const std::string& path =
         meta.files.model_files.empty() ? meta.files.tag_dir : meta.files.model_files.front();
-    if (model.module_is_none || model.tp_degree > 1 || model.pp_degree > 1 ||
-        model.mp_world_size > 1) {
+    if (model.module_is_none || records_model_parallelism(model)) {
         throw_unsupported(path,
                           "a tensor- or pipeline-parallel checkpoint whose tag folder holds the "
                           "files of model-parallel rank 00 only: the other ranks' files are "

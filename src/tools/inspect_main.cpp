@@ -1,7 +1,8 @@
 // zero2fp32-inspect: shows what is inside a torch.save file (or a safetensors or HDF5 file)
 // without loading its tensors.
 //
-// Prints the zip record table (name, data offset, size, method, CRC) and the pickle as an
+// Prints the zip record table (name, data offset, size, method, CRC), or the storages of a file
+// in torch's legacy format, and the pickle as an
 // indented tree in which every tensor is shown as dtype / shape / strides / storage record /
 // element offset, plus the absolute file offset of its first byte. Reads the zip directory and
 // data.pkl only, so it is instant on a multi-GB optimizer file. Safetensors and HDF5 files (the
@@ -28,8 +29,8 @@ namespace po = boost::program_options;
 
 namespace {
 
-void print_records(const z2f::container::TorchFile& torch_file) {
-    const z2f::container::TorchArchive& archive = torch_file.archive();
+void print_zip_records(const z2f::container::TorchFile& torch_file,
+                       const z2f::container::TorchArchive& archive) {
     std::cout << "archive folder: " << archive.prefix() << "/\n";
     std::cout << "records: " << archive.records().size() << "\n";
     std::cout << "  " << std::left << std::setw(40) << "name" << std::right << std::setw(14)
@@ -50,6 +51,27 @@ void print_records(const z2f::container::TorchFile& torch_file) {
                   << (record.method == 0 ? "stored" : std::to_string(record.method))
                   << std::setw(12) << crc << "\n";
     }
+}
+
+// The legacy format has storages in a row instead of records, and no CRCs.
+void print_legacy_storages(const z2f::container::LegacyArchive& legacy) {
+    std::cout << "torch legacy (non-zip) format: object pickle at byte " << legacy.pickle_offset()
+              << " (" << legacy.pickle_size() << " bytes), no checksums\n";
+    std::cout << "storages: " << legacy.storages().size() << "\n";
+    std::cout << "  " << std::left << std::setw(40) << "key" << std::right << std::setw(14)
+              << "data offset" << std::setw(16) << "size"
+              << "\n";
+    for (const z2f::container::LegacyStorage& storage : legacy.storages()) {
+        std::cout << "  " << std::left << std::setw(40) << storage.key << std::right
+                  << std::setw(14) << storage.data_offset << std::setw(16) << storage.size << "\n";
+    }
+}
+
+void print_records(const z2f::container::TorchFile& torch_file) {
+    if (const z2f::container::TorchArchive* archive = torch_file.zip())
+        print_zip_records(torch_file, *archive);
+    else if (const z2f::container::LegacyArchive* legacy = torch_file.legacy())
+        print_legacy_storages(*legacy);
 }
 
 bool looks_like_safetensors(const std::string& path) {
@@ -137,12 +159,13 @@ int main(int argc, char** argv) {
             return 0;
         }
         z2f::container::TorchFile torch_file = z2f::container::TorchFile::open(path);
-        std::cout << "file: " << path << " (" << torch_file.archive().file_size() << " bytes)\n";
+        std::cout << "file: " << path << " (" << torch_file.file_size() << " bytes)\n";
         if (vm.count("pickle-only") == 0) {
             print_records(torch_file);
         }
         if (vm.count("records-only") == 0) {
-            std::cout << "data.pkl: " << torch_file.document().object_count() << " objects\n";
+            std::cout << (torch_file.zip() ? "data.pkl: " : "object pickle: ")
+                      << torch_file.document().object_count() << " objects\n";
             z2f::pickle::PrintOptions options;
             options.max_depth = vm["depth"].as<std::uint32_t>();
             options.max_lines = vm["max-lines"].as<std::uint64_t>();

@@ -1,9 +1,10 @@
 // libFuzzer target: the DeepSpeed checkpoint interpreter (src/checkpoint/states_reader.hpp) on
-// top of TorchFile (zip + data.pkl + tensor location), and the consolidation planner fed with
+// top of TorchFile (container + pickle + tensor location), and the consolidation planner fed with
 // what it read.
 //
 // Two input shapes, told apart by their first bytes:
-//   "PK\3\4"...  a whole torch.save file. Mutations reach the zip layer and, where the CRC is
+//   "PK\3\4"...  a whole torch.save file (or one in torch's legacy format, which starts with the
+//                pickled magic number). Mutations reach the container and, where a zip CRC is
 //                kept consistent (or zero), the pickle.
 //   otherwise    one or two pickles separated by kFileSeparator. Each becomes the data.pkl of a
 //                torch zip that the harness builds around it, with a record data/<key> of the
@@ -125,7 +126,7 @@ struct FileReading {
 // Locates every tensor of the document directly, as zero2fp32-inspect does, and checks that a
 // located tensor lies inside the data of its storage record.
 void locate_every_tensor(const container::TorchFile& file) {
-    const std::uint64_t size = file.archive().file_size();
+    const std::uint64_t size = file.file_size();
     for_each_object(file.root(), [&](const pickle::Object& object) {
         if (object.type != pickle::ObjectType::kTensor) {
             return;
@@ -133,10 +134,21 @@ void locate_every_tensor(const container::TorchFile& file) {
         const auto& tensor = static_cast<const pickle::Tensor&>(object);
         run_guarded(kTarget, [&] {
             container::TensorBytes bytes = file.locate(tensor, "tensor");
-            const container::ZipRecord& record = file.archive().require(bytes.record);
-            std::uint64_t begin = file.archive().data_offset(file.file(), record);
-            expect(bytes.offset >= begin && bytes.length <= record.size &&
-                       bytes.offset - begin <= record.size - bytes.length,
+            std::uint64_t begin = 0;
+            std::uint64_t record_size = 0;
+            if (const container::TorchArchive* zip = file.zip()) {
+                const container::ZipRecord& record = zip->require(bytes.record);
+                begin = zip->data_offset(file.file(), record);
+                record_size = record.size;
+            } else {
+                const container::LegacyStorage* storage = file.legacy()->find(tensor.storage->key);
+                expect(storage != nullptr, kTarget,
+                       "locate() succeeded on a storage the legacy file does not hold");
+                begin = storage->data_offset;
+                record_size = storage->size;
+            }
+            expect(bytes.offset >= begin && bytes.length <= record_size &&
+                       bytes.offset - begin <= record_size - bytes.length,
                    kTarget, "locate() returned bytes outside the tensor's storage record");
             expect(bytes.offset + bytes.length <= size, kTarget,
                    "locate() returned bytes outside the file");
@@ -150,7 +162,7 @@ FileReading read_file(const std::string& path) {
     if (!run_guarded(kTarget, [&] { file.emplace(container::TorchFile::open(path)); })) {
         return reading;
     }
-    reading.size = file->archive().file_size();
+    reading.size = file->file_size();
     locate_every_tensor(*file);
     run_guarded(kTarget, [&] {
         checkpoint::ModelStatesInfo info =
@@ -359,7 +371,9 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     using namespace z2f;
     std::span<const std::byte> input = fuzz::as_bytes(data, size);
     std::vector<std::string> paths;
-    if (fuzz::as_text(input).starts_with(fuzz::kZipMagic)) {
+    if (fuzz::as_text(input).starts_with(fuzz::kZipMagic) ||
+        container::sniff_torch_file(input.first(std::min<std::size_t>(input.size(), 16))) ==
+            container::TorchFileKind::kLegacyPickle) {
         paths.push_back(fuzz::scratch_file(0).write(input));
     } else {
         std::size_t split = fuzz::as_text(input).find(fuzz::kFileSeparator);

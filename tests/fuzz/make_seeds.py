@@ -10,6 +10,11 @@ OUT_DIR/<target>/ receives, per fuzz target:
                           comments, prefixes, byte order, truncation, other formats)
   pickle                  the data.pkl of every fixture file, and hand-made pickles covering the
                           opcodes of protocols 0-5, torch-shaped calls and the nesting limits
+  legacy_archive          whole files in torch's legacy (non-zip) format: those of the DeepSpeed
+                          0.19.6 run saved with "checkpoint_serialization": false
+                          (FIXTURES_DIR/../deepspeed-newest), and hand-made ones that hit each
+                          rule of the reader (other protocols, untyped storages, a pickle longer
+                          than its first window, cuts, counts, keys, views, trailing bytes)
   checkpoint_interpreter  the fixtures' model and optimizer files (whole, and with CRCs zeroed so
                           that mutations of their pickles are not all stopped by the CRC check),
                           their data.pkl alone, and "model pickle SEPARATOR optimizer pickle"
@@ -184,6 +189,75 @@ def deepspeed_like_pickles():
     yield "pair-stage3", torch_pickle(model) + SEPARATOR + torch_pickle(optim_stage3)
 
 
+# --- the legacy (non-zip) format ----------------------------------------------------------------
+
+LEGACY_MAGIC = 0x1950a86a20f9469cfc6c
+
+
+class LegacyPickler(pickle.Pickler):
+    """Storages as the legacy format names them: a sixth element, the view metadata."""
+
+    def persistent_id(self, obj):
+        if isinstance(obj, Storage):
+            return ("storage", getattr(torch, obj.type_name), obj.key, "cpu", obj.numel, None)
+        return None
+
+
+def legacy_file(obj, storages, protocol=2, keys=None, counts=None, trailer=b"",
+                little_endian=True):
+    """torch.save(obj, f, _use_new_zipfile_serialization=False) of `obj`, whose storages are
+    `storages` (Storage -> bytes), as docs/deepspeed-format.md §2.5 lays it out."""
+    out = io.BytesIO()
+    pickle.dump(LEGACY_MAGIC, out, protocol=protocol)
+    pickle.dump(1001, out, protocol=protocol)
+    pickle.dump({"protocol_version": 1001, "little_endian": little_endian,
+                 "type_sizes": {"short": 2, "int": 4, "long": 8}}, out, protocol=protocol)
+    LegacyPickler(out, protocol=protocol).dump(obj)
+    pickle.dump(keys if keys is not None else [s.key for s in storages], out, protocol=protocol)
+    for i, (storage, data) in enumerate(storages.items()):
+        count = counts[i] if counts is not None else storage.numel
+        out.write(struct.pack("<q", count))
+        out.write(data)
+    out.write(trailer)
+    return out.getvalue()
+
+
+def legacy_seeds(fixtures):
+    newest = os.path.join(fixtures, "..", "deepspeed-newest", "noser_z2_ws2_fp32", "global_step2")
+    for name in sorted(os.listdir(newest)):
+        yield name, open(os.path.join(newest, name), "rb").read()
+    flat = Storage("FloatStorage", "94811", 6)
+    half = Storage("BFloat16Storage", "94812", 3)
+    raw = Storage("UntypedStorage", "94813", 8)
+    storages = collections.OrderedDict([(flat, struct.pack("<6f", *range(6))),
+                                        (half, b"\x80\x3f" * 3), (raw, bytes(range(8)))])
+    obj = {"module": collections.OrderedDict([("w", tensor(flat, 1, [2, 2])),
+                                              ("b", tensor(half, 0, [3])),
+                                              ("u", tensor(raw, 0, [2], version=3,
+                                                           dtype=torch.bfloat16))]),
+           "buffer_names": [], "mp_world_size": 1}
+    plain = legacy_file(obj, storages)
+    yield "plain", plain
+    for protocol in (3, 4, 5):
+        yield "proto%d" % protocol, legacy_file(obj, storages, protocol=protocol)
+    big = dict(obj, padding=["x" * 60] * 2000)  # a pickle longer than the first window
+    yield "long-pickle", legacy_file(big, storages)
+    yield "no-storages", legacy_file({"x": 1}, collections.OrderedDict())
+    yield "big-endian", legacy_file(obj, storages, little_endian=False)
+    yield "wrong-count", legacy_file(obj, storages, counts=[7, 3, 8])
+    yield "negative-count", legacy_file(obj, storages, counts=[6, -1, 8])
+    yield "unknown-key", legacy_file(obj, storages, keys=["94811", "94812", "nope"])
+    yield "repeated-key", legacy_file(obj, storages, keys=["94811", "94811", "94813"])
+    yield "missing-key", legacy_file(obj, collections.OrderedDict(list(storages.items())[:2]))
+    yield "trailer", legacy_file(obj, storages, trailer=b"extra")
+    for cut in (1, 14, 40, 120, len(plain) // 2, len(plain) - 1):
+        yield "cut-%d" % cut, plain[:cut]
+    # The first storage's view metadata (None, after its numel 6) made an int: a view.
+    view = plain.replace(b"cpuq\tK\x06N", b"cpuq\tK\x06K\x00", 1)
+    assert view != plain
+    yield "view-metadata", view
+
+
 # --- generic pickles ------------------------------------------------------------------------
 
 class Plain:
@@ -327,6 +401,9 @@ def main():
     writer.put("zip_reader", "pytorch_model.bin",
                open(os.path.join(fixtures, "z2_ws2_fp32", "ref", "bin", "pytorch_model.bin"), "rb").read())
 
+    for name, data in legacy_seeds(fixtures):
+        writer.put("legacy_archive", name, data)
+        writer.put("checkpoint_interpreter", "legacy-" + name, data)
     for name, data in hand_made_archives():
         writer.put("zip_reader", name + ".pt", data)
         writer.put("checkpoint_interpreter", name + ".pt", data)

@@ -19,6 +19,7 @@
 #include "run/run_plan.hpp"
 #include "support/built_formats.hpp"
 #include "support/expected_state.hpp"
+#include "support/format_outputs.hpp"
 #include "support/output_reader.hpp"
 #include "support/test_files.hpp"
 #include "zero2fp32/mpi.hpp"
@@ -554,29 +555,6 @@ std::string parallel_fixture(const std::string& name) {
     return "../deepspeed-parallel/" + name;
 }
 
-// Every tensor of every output file of `dir` in `format` (HDF5: the single model.h5, read by
-// the expected names).
-std::vector<ExpectedTensor> read_outputs(const std::string& dir, OutputFormat format,
-                                         const std::vector<ExpectedTensor>& expected) {
-    std::vector<ExpectedTensor> tensors;
-    if (format == OutputFormat::kHdf5) {
-        for (const ExpectedTensor& truth : expected) {
-            auto dataset = testing::read_hdf5_dataset(dir + "/model.h5", truth.name);
-            tensors.push_back({truth.name, truth.dtype, dataset.shape, dataset.bytes});
-        }
-        return tensors;
-    }
-    for (const std::string& name : testing::list_tree(dir)) {
-        std::vector<ExpectedTensor> part;
-        if (format == OutputFormat::kSafetensors && name.ends_with(".safetensors"))
-            part = testing::read_safetensors(dir + "/" + name).tensors;
-        else if (format == OutputFormat::kTorch && name.ends_with(".bin"))
-            part = testing::read_torch_state_dict(dir + "/" + name);
-        tensors.insert(tensors.end(), part.begin(), part.end());
-    }
-    return tensors;
-}
-
 void expect_engine_weights(const std::vector<ExpectedTensor>& ours,
                            const std::vector<ExpectedTensor>& expected, DType dtype) {
     EXPECT_EQ(ours.size(), expected.size());
@@ -618,7 +596,8 @@ TEST(MpiConversion, ParallelCheckpointsEqualTheEnginesWeightsInEveryFormat) {
             if (!root())
                 continue;
             SCOPED_TRACE(std::string(fixture) + " " + std::string(enum_name(format)));
-            expect_engine_weights(read_outputs(out, format, expected), expected, DType::kF32);
+            expect_engine_weights(testing::read_format_outputs(out, format, expected), expected,
+                                  DType::kF32);
         }
     }
 }
@@ -637,8 +616,9 @@ TEST(MpiConversion, ParallelCheckpointsInBf16) {
                   ExitCode::kOk);
         if (root()) {
             SCOPED_TRACE(fixture);
-            expect_engine_weights(read_outputs(out, OutputFormat::kSafetensors, expected), expected,
-                                  DType::kBF16);
+            expect_engine_weights(
+                testing::read_format_outputs(out, OutputFormat::kSafetensors, expected), expected,
+                DType::kBF16);
         }
     }
 }
@@ -678,11 +658,12 @@ TEST(MpiConversion, TensorParallelOptions) {
     if (!root())
         return;
     for (const std::string& out : averaged) {
-        expect_engine_weights(read_outputs(out, OutputFormat::kSafetensors, expected), expected,
-                              DType::kF32);
+        expect_engine_weights(
+            testing::read_format_outputs(out, OutputFormat::kSafetensors, expected), expected,
+            DType::kF32);
     }
-    expect_engine_weights(read_outputs(first, OutputFormat::kSafetensors, expected), expected,
-                          DType::kF32);
+    expect_engine_weights(testing::read_format_outputs(first, OutputFormat::kSafetensors, expected),
+                          expected, DType::kF32);
     auto content = testing::read_safetensors(stripped + "/model.safetensors");
     const std::string vocab = "language_model.embedding.word_embeddings.weight";
     const ExpectedTensor* cut = testing::find_tensor(content.tensors, vocab);

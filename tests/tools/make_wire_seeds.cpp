@@ -1,6 +1,7 @@
 // make_wire_seeds FIXTURES_ROOT OUT_DIR: the seed corpus of the wire codec fuzz target
 // (tests/fuzz/fuzz_wire_codec.cpp) from real payloads: every fixture's file list and per-file
-// metadata, the parallel fixtures' file grids and metadata, discovery's routed payloads (with
+// metadata, the parallel fixtures' file grids and metadata (the DeepSpeed 0.19.6 runs of
+// deepspeed-newest by the reader routing gives them), discovery's routed payloads (with
 // and without a --tp-rules text), and a few outcomes, each prefixed
 // with the harness's selector byte. A development tool run by tests/fuzz/make_corpus.sh.
 #include <cstdio>
@@ -41,10 +42,9 @@ int main(int argc, char** argv) {
     fs::path out(argv[2]);
     fs::create_directories(out);
     try {
-        for (const auto& entry : fs::directory_iterator(root / "deepspeed")) {
-            if (!fs::exists(entry.path() / "latest"))
-                continue;
-            checkpoint::CheckpointFiles files = checkpoint::discover_checkpoint(entry.path(), "");
+        // The DeepSpeed 0.19.6 runs take whichever reader routing gives them.
+        auto data_parallel = [&](const fs::path& dir) {
+            checkpoint::CheckpointFiles files = checkpoint::discover_checkpoint(dir, "");
             write_seed(out, 0, checkpoint::encode_files(files));
             auto inputs = checkpoint::checkpoint_inputs(files);
             WireWriter metas;
@@ -54,13 +54,10 @@ int main(int argc, char** argv) {
             }
             write_seed(out, 1, metas.bytes());
             write_seed(out, 5,
-                       checkpoint::encode_discovered(
-                           checkpoint::discover_any_checkpoint(entry.path(), "")));
-        }
-        for (const auto& entry : fs::directory_iterator(root / "deepspeed-parallel")) {
-            if (!fs::exists(entry.path() / "latest"))
-                continue;
-            checkpoint::FileGrid grid = checkpoint::discover_file_grid(entry.path(), "");
+                       checkpoint::encode_discovered(checkpoint::discover_any_checkpoint(dir, "")));
+        };
+        auto parallel = [&](const fs::path& dir) {
+            checkpoint::FileGrid grid = checkpoint::discover_file_grid(dir, "");
             write_seed(out, 3, checkpoint::encode_file_grid(grid));
             auto inputs = checkpoint::parallel_inputs(grid);
             WireWriter metas;
@@ -70,10 +67,25 @@ int main(int argc, char** argv) {
                     metas);
             }
             write_seed(out, 2, metas.bytes());
-            checkpoint::DiscoveredCheckpoint found =
-                checkpoint::discover_any_checkpoint(entry.path(), "");
+            checkpoint::DiscoveredCheckpoint found = checkpoint::discover_any_checkpoint(dir, "");
             found.tp_rules_text = R"({"default": "column", "rules": {"x\\.": "row"}})";
             write_seed(out, 5, checkpoint::encode_discovered(found));
+        };
+        for (const auto& entry : fs::directory_iterator(root / "deepspeed")) {
+            if (fs::exists(entry.path() / "latest"))
+                data_parallel(entry.path());
+        }
+        for (const auto& entry : fs::directory_iterator(root / "deepspeed-parallel")) {
+            if (fs::exists(entry.path() / "latest"))
+                parallel(entry.path());
+        }
+        for (const auto& entry : fs::directory_iterator(root / "deepspeed-newest")) {
+            if (!fs::exists(entry.path() / "latest"))
+                continue;
+            if (checkpoint::discover_any_checkpoint(entry.path(), "").is_parallel())
+                parallel(entry.path());
+            else
+                data_parallel(entry.path());
         }
         write_seed(out, 4, mpi::encode_outcome({}));
         write_seed(out, 4,

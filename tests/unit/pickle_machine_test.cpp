@@ -1,4 +1,5 @@
 #include <cstring>
+#include <optional>
 #include <sstream>
 
 #include <gtest/gtest.h>
@@ -372,6 +373,48 @@ TEST(PickleMachine, StoragesAreSharedByKeyAndChecked) {
               std::string::npos);
 }
 
+TEST(PickleMachine, StorageViewMetadataIsRefused) {
+    // The legacy format's sixth element: None is accepted, a view of a root storage is not.
+    std::string with_none =
+        "(" + u("storage") + global("torch", "FloatStorage") + u("0") + u("cpu") + k(4) + "NtQ";
+    EXPECT_NE(parse(kProto2 + with_none + ".").root().get<pickle::Storage>(), nullptr);
+    std::string with_view = "(" + u("storage") + global("torch", "FloatStorage") + u("0") +
+                            u("cpu") + k(4) + "(" + u("1") + k(0) + k(2) + "ttQ";
+    EXPECT_NE(parse_error(kProto2 + with_view + ".").find("view metadata"), std::string::npos);
+}
+
+std::optional<PicklePrefix> prefix_of(const std::string& bytes) {
+    return parse_pickle_prefix(std::as_bytes(std::span(bytes.data(), bytes.size())), "stream");
+}
+
+TEST(PickleMachine, PrefixParsingStopsAtStopAndAsksForMore) {
+    // Two pickles back to back, then raw bytes: the first one's length is its own.
+    const std::string first = kProto2 + k(7) + ".";
+    const std::string second = kProto2 + "]" + k(1) + "a.";
+    std::optional<PicklePrefix> prefix = prefix_of(first + second + "\xff\xfe");
+    ASSERT_TRUE(prefix.has_value());
+    EXPECT_EQ(prefix->length, first.size());
+    EXPECT_EQ(prefix->document.root().as_int(), 7);
+    prefix = prefix_of(second + "raw");
+    ASSERT_TRUE(prefix.has_value());
+    EXPECT_EQ(prefix->length, second.size());
+    // Every cut of a pickle short of its STOP asks for more bytes instead of failing: argument
+    // bytes, a text line, a frame and the STOP itself may all be missing.
+    const std::string framed = "\x80\x04\x95" + le(13, 8) + "\x8c\x05hello" + "I12\n" + "\x86.";
+    ASSERT_TRUE(prefix_of(framed).has_value());
+    for (const std::string& whole : {first, second, framed, kProto2 + u("text") + "."}) {
+        for (std::size_t cut = 0; cut < whole.size(); ++cut)
+            EXPECT_FALSE(prefix_of(whole.substr(0, cut)).has_value()) << cut;
+    }
+    // Malformed bytes are errors all the same, named by their offset.
+    try {
+        prefix_of(kProto2 + "\xff.");
+        ADD_FAILURE() << "an unknown opcode parsed";
+    } catch (const Error& error) {
+        EXPECT_NE(std::string(error.what()).find("byte 2"), std::string::npos) << error.what();
+    }
+}
+
 TEST(PickleMachine, MalformedTensorCallsAreErrors) {
     std::string bad_size = tensor_v2(storage_pid("FloatStorage", "0", 8), 0, u("x"), k(1) + "\x85");
     EXPECT_NE(parse_error(kProto2 + bad_size + ".").find("tensor size is str"), std::string::npos);
@@ -472,7 +515,7 @@ TEST(PickleMachine, EveryTruncationOfARealPickleIsAnError) {
     ASSERT_EQ(files.size(), 1u);
     container::TorchFile file = container::TorchFile::open(files[0]);
     std::vector<std::byte> bytes =
-        file.archive().read_record(file.file(), file.archive().require("data.pkl"), 1 << 20);
+        file.zip()->read_record(file.file(), file.zip()->require("data.pkl"), 1 << 20);
     for (std::size_t cut = 0; cut < bytes.size(); ++cut) {
         EXPECT_THROW(parse_pickle(std::span(bytes).first(cut), "cut.pkl"), Error) << cut;
     }
@@ -483,7 +526,7 @@ TEST(PickleMachine, FlippedBytesNeverCrash) {
         testing::find_files(testing::fixture_root() + "/z3_ws2_fp32_torch2", "optim_states.pt");
     container::TorchFile file = container::TorchFile::open(files[0]);
     std::vector<std::byte> bytes =
-        file.archive().read_record(file.file(), file.archive().require("data.pkl"), 1 << 20);
+        file.zip()->read_record(file.file(), file.zip()->require("data.pkl"), 1 << 20);
     for (std::size_t at = 0; at < bytes.size(); ++at) {
         for (unsigned mask : {0x01u, 0x80u, 0xFFu}) {
             auto copy = bytes;

@@ -136,7 +136,7 @@ std::string schema(const Value& value, const std::string& key) {
 std::vector<std::string> record_layout(const std::string& path) {
     container::TorchFile file = container::TorchFile::open(path);
     std::vector<std::string> names;
-    for (const container::ZipRecord& record : file.archive().records()) {
+    for (const container::ZipRecord& record : file.zip()->records()) {
         std::string name = record.name;
         if (name.rfind("data/", 0) == 0)
             name = "data/*";
@@ -186,7 +186,7 @@ void expect_same_structure(const SynthOptions& options, const std::vector<Compar
         container::TorchFile our_file = container::TorchFile::open(ours);
         EXPECT_EQ(schema(our_file.root(), ""), schema(real_file.root(), ""));
         EXPECT_EQ(record_layout(ours), record_layout(real));
-        EXPECT_EQ(our_file.archive().prefix(), real_file.archive().prefix());
+        EXPECT_EQ(our_file.zip()->prefix(), real_file.zip()->prefix());
     }
 }
 

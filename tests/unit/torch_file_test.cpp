@@ -49,7 +49,7 @@ TEST(TorchFile, EveryTensorOfEveryFixtureLocates) {
         container::TorchFile file = container::TorchFile::open(path);
         for_each_tensor(file.root(), [&](const Tensor& tensor) {
             container::TensorBytes bytes = file.locate(tensor, "tensor");
-            EXPECT_LE(bytes.offset + bytes.length, file.archive().file_size());
+            EXPECT_LE(bytes.offset + bytes.length, file.zip()->file_size());
             ++count;
         });
     }

@@ -389,7 +389,11 @@ TEST(UniversalRunPlan, UniversalInputIsNotConvertedToUniversalAgain) {
 
 TEST(UniversalRunPlan, TensorAndPipelineParallelModelsAreRefused) {
     checkpoint::CheckpointMeta meta = fixture_meta("z2_ws2_fp32");
+    // Tensor parallelism records its degree in mp_world_size too; tp_degree 2 with
+    // mp_world_size 1 is sequence parallelism (docs/deepspeed-format.md §11), planned as usual.
     meta.model.tp_degree = 2;
+    EXPECT_NO_THROW(build(meta, 1));
+    meta.model.mp_world_size = 2;
     try {
         build(meta, 1);
         ADD_FAILURE() << "planned a tensor-parallel universal checkpoint";
