@@ -130,6 +130,9 @@ std::vector<std::vector<std::uint64_t>> local_shapes(const checkpoint::ParallelC
 ParamDictEntry sub_param_shape_entry(const checkpoint::ParallelCheckpointMeta& meta,
                                      const TpRuleSet& rules, const checkpoint::SubParamsSpec& spec,
                                      const std::string& name, std::uint32_t stage) {
+    if (spec.partition_dim >= spec.shape.size()) {
+        throw_internal_error("sub-parameter entry of '" + name + "' without its recorded shape");
+    }
     SubParamShapeValue value;
     value.patterns = spec.patterns;
     value.shape = spec.shape;

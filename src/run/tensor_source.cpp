@@ -61,7 +61,8 @@ TensorSource tensor_source(const CheckpointMetadata& metadata, const Options& op
 }
 
 TensorSource data_parallel_source(const checkpoint::CheckpointMeta& meta, const Options& options) {
-    if (meta.model.autoep.zero3_partitioned())
+    // A universal checkpoint of one holds its experts whole already.
+    if (meta.model.autoep.zero3_partitioned() && meta.layout == checkpoint::MasterLayout::kPerParam)
         return autoep_zero3_source(meta, options);
     TensorSource source;
     source.checkpoint = meta.files;
