@@ -248,6 +248,11 @@ AutoEpViews autoep_views(const CheckpointMeta& meta) {
     views.ep_size = ep_size_of(layers, origin);
     views.zero3 = true;
     views.origin = origin;
+    if (views.ep_size > meta.world_size) {
+        throw_input_error(origin, "records " + std::to_string(views.ep_size) +
+                                      " expert-parallel ranks among " +
+                                      std::to_string(meta.world_size) + " ranks");
+    }
     refuse_frozen_experts(meta.model, layers, origin);
     const auto& shapes = *meta.model.param_shapes;
     const std::uint32_t world = meta.world_size;
