@@ -440,9 +440,11 @@ UniversalPlan plan_parallel_universal(const checkpoint::ParallelCheckpointMeta& 
                                   "zero/optimizer_state.pt: the later groups would not be loaded");
         }
         const checkpoint::CheckpointMeta& tp0 = views[meta.grid.mp_rank(meta.ranks[mp].stage, 0)];
-        for (std::size_t g = 0; g < groups; ++g) {
-            if (view.optim.front().group_states[g].step !=
-                tp0.optim.front().group_states.at(g).step) {
+        // ZeRO-3 cuts each TP rank's slices into sub-groups of its own: compare those both have.
+        const std::size_t shared = std::min({groups, view.optim.front().group_states.size(),
+                                             tp0.optim.front().group_states.size()});
+        for (std::size_t g = 0; g < shared; ++g) {
+            if (view.optim.front().group_states[g].step != tp0.optim.front().group_states[g].step) {
                 throw_input_error(view.files.optim_files.front(),
                                   "Adam step of flat group " + std::to_string(g) +
                                       " differs from TP rank 0's (" +

@@ -14,7 +14,9 @@
 #include "checkpoint/discovery.hpp"
 #include "checkpoint/field.hpp"
 #include "checkpoint/file_grid.hpp"
+#include "checkpoint/meta_codec.hpp"
 #include "checkpoint/parallel_assemble.hpp"
+#include "checkpoint/parallel_meta_codec.hpp"
 #include "checkpoint/states_reader.hpp"
 #include "container/torch_file.hpp"
 #include "output/universal_layout.hpp"
@@ -230,6 +232,43 @@ TEST(AutoEpMeta, PartitionGroups) {
                   read_groups(PyList{PyDict{{"partition_count", 0}}});
               }).find("a positive int"),
               std::string::npos);
+}
+
+// What crosses MPI: every file's metadata and the grid, through the wire codec and back.
+TEST(AutoEpMeta, CodecRoundTripsTheNewFixtures) {
+    for (const char* name :
+         {"autoep_ep2_z1_ws2_fp32", "autotp_tp2_z3_ws2_bf16", "autotp_tp2_z1_ws2_fp32"}) {
+        checkpoint::FileGrid grid = checkpoint::discover_file_grid(newest(name), "");
+        checkpoint::FileGrid decoded =
+            checkpoint::decode_file_grid(checkpoint::encode_file_grid(grid));
+        EXPECT_EQ(decoded.zero3_model_files, grid.zero3_model_files) << name;
+        EXPECT_EQ(decoded.model_files, grid.model_files) << name;
+        auto inputs = checkpoint::parallel_inputs(grid);
+        WireWriter out;
+        std::vector<checkpoint::ParallelFileMeta> originals;
+        for (std::size_t i = 0; i < inputs.size(); ++i) {
+            originals.push_back(
+                checkpoint::read_parallel_file_meta(inputs[i], static_cast<std::uint32_t>(i)));
+            checkpoint::encode_parallel_file_meta(originals.back(), out);
+        }
+        WireReader in(out.bytes(), "test");
+        for (const checkpoint::ParallelFileMeta& original : originals)
+            EXPECT_EQ(checkpoint::decode_parallel_file_meta(in), original) << name;
+        EXPECT_TRUE(in.at_end());
+    }
+    const checkpoint::CheckpointFiles files =
+        checkpoint::discover_checkpoint(newest("autoep_ep2_z3_ws2_fp32"), "");
+    auto inputs = checkpoint::checkpoint_inputs(files);
+    for (std::size_t i = 0; i < inputs.size(); ++i) {
+        checkpoint::FileMeta meta =
+            checkpoint::read_file_meta(inputs[i], static_cast<std::uint32_t>(i));
+        WireWriter out;
+        checkpoint::encode_file_meta(meta, out);
+        WireReader in(out.bytes(), "test");
+        checkpoint::FileMeta back = checkpoint::decode_file_meta(in);
+        EXPECT_TRUE(back.info == meta.info) << inputs[i].path;
+        EXPECT_TRUE(in.at_end());
+    }
 }
 
 // --- ZeRO-1/2 expert groups and the router alias ------------------------------------------
