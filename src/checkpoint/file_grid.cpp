@@ -158,8 +158,11 @@ FileGrid file_grid_from_names(const std::string& tag_dir, const std::vector<std:
         std::size_t dp_size = 0;
         for (const auto& [mp, by_dp] : optims) {
             if (mp >= mp_size) {
-                throw_input_error(tag_dir, "optimizer files of mp rank " + two_digits(mp) +
-                                               " but no " + model_file_name(mp));
+                throw_input_error(
+                    tag_dir, "optimizer files of mp rank " + two_digits(mp) + " but no " +
+                                 (grid.is_zero3() ? "zero_pp_rank_0_mp_rank_" + two_digits(mp) +
+                                                        "_model_states.pt"
+                                                  : model_file_name(mp)));
             }
             // A named copy: lambdas cannot capture structured bindings before C++20 P1091
             // reached every compiler (clang 14 refuses it).

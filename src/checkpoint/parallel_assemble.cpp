@@ -182,8 +182,10 @@ ParallelCheckpointMeta assemble_parallel_meta(const FileGrid& grid,
     }
 
     // The layout itself is refused before any file's content is judged: the names show it.
+    // (AutoEP's own refusals name it: check_autoep_layout below.)
     if (meta.kind == ParallelKind::kMixtureOfExperts &&
-        (grid.mp_size() > 1 || grid.is_pipeline())) {
+        (grid.mp_size() > 1 || grid.is_pipeline()) &&
+        !meta.ranks.front().model.states.autoep.present()) {
         throw_unsupported(grid.folder.tag_dir,
                           "MoE expert files together with " +
                               std::string(grid.is_pipeline() ? "pipeline" : "tensor") +
