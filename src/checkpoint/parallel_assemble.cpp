@@ -28,8 +28,11 @@ void check_recorded_degrees(const FileGrid& grid, const std::string& path,
     if (model.mp_world_size > 0 &&
         static_cast<std::uint64_t>(model.mp_world_size) != grid.mp_size()) {
         throw_input_error(path, "mp_world_size is " + std::to_string(model.mp_world_size) +
-                                    " but the tag folder holds " + std::to_string(grid.mp_size()) +
-                                    " mp_rank_MM_model_states.pt files");
+                                    " but the tag folder holds the model files of " +
+                                    std::to_string(grid.mp_size()) + " model-parallel ranks (" +
+                                    (grid.is_zero3() ? "zero_pp_rank_D_mp_rank_MM"
+                                                     : "mp_rank_MM") +
+                                    "_model_states.pt)");
     }
 }
 

@@ -263,7 +263,7 @@ void parallel_cases() {
     {
         std::string tag = copy_case("zero3_with_tp", "z3_ws2_fp32");
         copy_as_mp_rank(tag, "01");
-        record_case("zero3_with_tp", "without merge rules");
+        record_case("zero3_with_tp", "model files of 2 model-parallel ranks");
     }
     {
         std::string tag = copy_case("moe_with_tp", moe);
