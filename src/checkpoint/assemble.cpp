@@ -81,9 +81,11 @@ CheckpointMeta assemble_checkpoint_meta(const CheckpointFiles& files, std::vecto
         if (inputs[i].kind == InputKind::kFirstModel) {
             meta.model = std::get<ModelStatesInfo>(std::move(metas[i].info));
             meta.frozen_fragments_by_rank.push_back(meta.model.frozen_param_fragments);
+            meta.autoep_by_rank.push_back(meta.model.autoep);
         } else if (inputs[i].kind == InputKind::kOtherModel) {
-            meta.frozen_fragments_by_rank.push_back(
-                std::get<ModelStatesInfo>(std::move(metas[i].info)).frozen_param_fragments);
+            ModelStatesInfo other = std::get<ModelStatesInfo>(std::move(metas[i].info));
+            meta.frozen_fragments_by_rank.push_back(std::move(other.frozen_param_fragments));
+            meta.autoep_by_rank.push_back(std::move(other.autoep));
         } else {
             meta.optim.push_back(std::get<OptimStatesInfo>(std::move(metas[i].info)));
         }
@@ -110,11 +112,19 @@ CheckpointMeta assemble_checkpoint_meta(const CheckpointFiles& files, std::vecto
                                           ") but the tag folder holds the files of model-parallel "
                                           "rank 00 only: the other ranks' files are missing");
     }
-    if (model.autoep_zero3) {
-        throw_unsupported(model_path,
-                          "AutoEP ZeRO-3 partition-native checkpoint: experts are "
-                          "partitioned over expert groups; use DeepSpeed's "
-                          "ds_to_universal.py for expert-aware conversion");
+    // AutoEP at ZeRO-1/2 always writes its layer_<L>_expert_<E> files, which route a folder to
+    // the parallel reader; at ZeRO-3 (partition-native) the expert groups are checked and
+    // planned by autoep_grid.hpp.
+    if (model.autoep.present() && !model.autoep.zero3_partitioned()) {
+        throw_input_error(model_path,
+                          "records AutoEP expert layers (ds_autoep_layers, per_expert_files) but "
+                          "the tag folder holds no layer_<L>_expert_<E>_mp_rank_MM_model_states.pt "
+                          "file: the checkpoint is incomplete");
+    }
+    if (model.autoep.zero3_partitioned() && first.layout != MasterLayout::kPerParam) {
+        throw_input_error(model_path,
+                          "records AutoEP layers in the ZeRO-3 partition-native format but " +
+                              optim0_path + " holds no ZeRO-3 partitions: files of two runs?");
     }
 
     // One stage and layout everywhere.
@@ -157,12 +167,13 @@ CheckpointMeta assemble_checkpoint_meta(const CheckpointFiles& files, std::vecto
                               "saved by every rank");
     }
     meta.world_size = static_cast<std::uint32_t>(world);
-    for (std::int64_t count : first.subgroup_partition_counts) {
-        if (count != world) {
-            throw_unsupported(optim0_path,
-                              "sub-groups partitioned over " + std::to_string(count) + " of " +
-                                  std::to_string(world) +
-                                  " ranks (AutoEP): use DeepSpeed's ds_to_universal.py");
+    for (const ZeroPartitionGroup& group : first.partition_groups) {
+        if (group.count > 0 && group.count != world && !model.autoep.zero3_partitioned()) {
+            throw_unsupported(
+                optim0_path, "sub-groups partitioned over " + std::to_string(group.count) + " of " +
+                                 std::to_string(world) +
+                                 " ranks, but the model file records no AutoEP layers "
+                                 "(ds_autoep_layers) that say which ranks share them");
         }
     }
 

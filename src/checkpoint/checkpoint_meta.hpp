@@ -11,6 +11,7 @@
 #include <utility>
 #include <vector>
 
+#include "checkpoint/autoep_meta.hpp"
 #include "checkpoint/discovery.hpp"
 #include "checkpoint/pickled_value.hpp"
 #include "common/dtype.hpp"
@@ -63,7 +64,8 @@ struct ModelStatesInfo {
     std::int64_t mp_world_size = -1;
     std::int64_t tp_degree = -1;  // checkpoint_parallel_dimensions (DeepSpeed >= 0.19.5)
     std::int64_t pp_degree = -1;
-    bool autoep_zero3 = false;  // ds_autoep_layers with checkpoint_format zero3_partitioned
+    // ds_autoep_layers, read from every model file (at ZeRO-3 each rank records its own place).
+    AutoEpInfo autoep;
 
     friend bool operator==(const ModelStatesInfo&, const ModelStatesInfo&) = default;
 };
@@ -141,8 +143,8 @@ struct OptimStatesInfo {
     std::vector<TensorRef> master;              // per group (stage 1/2) or sub-group (stage 3)
     // Pre-0.6 checkpoints kept param_shapes in the optimizer files.
     std::optional<std::vector<std::vector<NamedShape>>> param_shapes;
-    // AutoEP (ds_zero_partition_groups): partition counts per sub-group; empty when absent.
-    std::vector<std::int64_t> subgroup_partition_counts;
+    // AutoEP (ds_zero_partition_groups): each sub-group's partition group; empty when absent.
+    std::vector<ZeroPartitionGroup> partition_groups;
     // Parallel to `master`, or empty when the file holds no optimizer state at all.
     std::vector<OptimizerGroupState> group_states;
     OptimizerGlobalState global_state;
@@ -166,6 +168,8 @@ struct CheckpointMeta {
     ModelStatesInfo model;  // from the first model file
     // Stage 3: frozen_param_fragments of every model file, rank order.
     std::vector<std::vector<NamedTensor>> frozen_fragments_by_rank;
+    // Stage 3: ds_autoep_layers of every model file, rank order (AutoEP: each its own place).
+    std::vector<AutoEpInfo> autoep_by_rank;
     std::vector<OptimStatesInfo> optim;  // rank order
     std::vector<std::string> notes;      // informational findings (printed with -v)
     std::vector<std::string> warnings;   // what the user must know (printed always)

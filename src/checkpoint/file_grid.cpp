@@ -45,7 +45,7 @@ FileGrid file_grid_from_names(const std::string& tag_dir, const std::vector<std:
     FileGrid grid;
     std::map<std::uint64_t, std::string> models;
     std::map<std::uint64_t, std::map<std::uint64_t, std::string>> optims;
-    std::map<std::uint64_t, std::string> zero3_models;
+    std::map<std::uint64_t, std::map<std::uint64_t, std::string>> zero3_models;
     std::map<std::uint64_t, std::map<std::uint64_t, std::string>> layers;
     std::map<std::tuple<std::int64_t, std::uint64_t, std::uint64_t>, std::string> experts;
     std::map<std::uint64_t, std::map<std::uint64_t, std::string>> expert_optims;
@@ -96,14 +96,8 @@ FileGrid file_grid_from_names(const std::string& tag_dir, const std::vector<std:
                             "optimizer file of that (dp, mp) rank");
                 break;
             case CheckpointFileRole::kRankModelStates:
-                if (parsed.mp_rank != 0) {
-                    throw_unsupported(path,
-                                      "ZeRO-3 with tensor parallelism (zero_pp_rank_D_mp_rank_MM "
-                                      "model files with MM > 00): the tensor-parallel layout of "
-                                      "ZeRO-3 partitions is not supported "
-                                      "(docs/parallel-checkpoints.md §7)");
-                }
-                insert_once(zero3_models, parsed.dp_rank, path, "ZeRO-3 model file of that rank");
+                insert_once(zero3_models[parsed.mp_rank], parsed.dp_rank, path,
+                            "ZeRO-3 model file of that (dp, mp) rank");
                 break;
             case CheckpointFileRole::kPipelineLayer:
                 (parsed.layer_has_tp_rank ? saw_layer_tp : saw_layer_plain) = true;
@@ -122,16 +116,34 @@ FileGrid file_grid_from_names(const std::string& tag_dir, const std::vector<std:
     }
 
     if (models.empty()) {
-        if (!zero3_models.empty()) {
-            grid.zero3_model_files = dense(zero3_models, tag_dir, [](std::uint64_t d) {
-                return "zero_pp_rank_" + std::to_string(d) + "_mp_rank_00_model_states.pt";
-            });
-        } else {
+        if (zero3_models.empty()) {
             throw_input_error(tag_dir,
                               "no mp_rank_MM_model_states.pt file: parameter names, shapes and "
                               "(without ZeRO) the weights live there, the checkpoint is "
                               "incomplete");
         }
+        // ZeRO-3: every TP rank MM has one model file per data-parallel rank D.
+        std::map<std::uint64_t, std::vector<std::string>> by_mp;
+        for (const auto& [mp, by_dp] : zero3_models) {
+            const std::uint64_t mp_rank = mp;
+            by_mp[mp] = dense(by_dp, tag_dir, [&](std::uint64_t d) {
+                return "zero_pp_rank_" + std::to_string(d) + "_mp_rank_" + two_digits(mp_rank) +
+                       "_model_states.pt";
+            });
+            if (by_mp[mp].size() != by_mp.begin()->second.size()) {
+                throw_input_error(tag_dir, "mp rank " + two_digits(mp) + " has " +
+                                               std::to_string(by_mp[mp].size()) +
+                                               " ZeRO-3 model files, mp rank " +
+                                               two_digits(by_mp.begin()->first) + " has " +
+                                               std::to_string(by_mp.begin()->second.size()) +
+                                               ": every TP rank saves one per data-parallel rank");
+            }
+        }
+        grid.zero3_model_files = dense(by_mp, tag_dir, [](std::uint64_t mp) {
+            return "zero_pp_rank_0_mp_rank_" + two_digits(mp) + "_model_states.pt";
+        });
+        for (const auto& files : grid.zero3_model_files)
+            models.emplace(models.size(), files.front());
     } else if (!zero3_models.empty()) {
         throw_input_error(tag_dir,
                           "holds both mp_rank_MM_model_states.pt (ZeRO stage 0-2) and "
@@ -145,9 +157,12 @@ FileGrid file_grid_from_names(const std::string& tag_dir, const std::vector<std:
     if (!optims.empty()) {
         std::size_t dp_size = 0;
         for (const auto& [mp, by_dp] : optims) {
-            if (!zero3_models.empty() ? mp != 0 : mp >= mp_size) {
-                throw_input_error(tag_dir, "optimizer files of mp rank " + two_digits(mp) +
-                                               " but no " + model_file_name(mp));
+            if (mp >= mp_size) {
+                throw_input_error(
+                    tag_dir, "optimizer files of mp rank " + two_digits(mp) + " but no " +
+                                 (grid.is_zero3() ? "zero_pp_rank_0_mp_rank_" + two_digits(mp) +
+                                                        "_model_states.pt"
+                                                  : model_file_name(mp)));
             }
             // A named copy: lambdas cannot capture structured bindings before C++20 P1091
             // reached every compiler (clang 14 refuses it).
@@ -168,8 +183,14 @@ FileGrid file_grid_from_names(const std::string& tag_dir, const std::vector<std:
                                  "data-parallel rank");
             }
         }
-        const std::uint64_t expected_mp = zero3_models.empty() ? mp_size : 1;
-        for (std::uint64_t mp = 0; mp < expected_mp; ++mp) {
+        if (grid.is_zero3() && dp_size != grid.zero3_model_files.front().size()) {
+            throw_input_error(tag_dir, std::to_string(dp_size) +
+                                           " optimizer files per mp rank but " +
+                                           std::to_string(grid.zero3_model_files.front().size()) +
+                                           " ZeRO-3 model files: ZeRO-3 saves both per "
+                                           "data-parallel rank");
+        }
+        for (std::uint64_t mp = 0; mp < mp_size; ++mp) {
             auto it = optims.find(mp);
             if (it == optims.end()) {
                 throw_input_error(tag_dir, "no optimizer files for mp rank " + two_digits(mp) +
@@ -210,7 +231,7 @@ FileGrid file_grid_from_names(const std::string& tag_dir, const std::vector<std:
         }
     }
     if (!grid.layer_files.empty()) {
-        if (!zero3_models.empty()) {
+        if (grid.is_zero3()) {
             throw_unsupported(tag_dir,
                               "pipeline layer files with ZeRO-3 model files: DeepSpeed does not "
                               "combine pipeline parallelism with ZeRO-3");
@@ -235,6 +256,12 @@ FileGrid file_grid_from_names(const std::string& tag_dir, const std::vector<std:
         auto [layer, expert, mp] = key;
         expert_grid[layer][expert].insert(mp);
         grid.expert_files.push_back({layer, expert, mp, path});
+    }
+    if (grid.is_zero3() && !grid.expert_files.empty()) {
+        throw_unsupported(tag_dir,
+                          "MoE expert files with ZeRO-3 model files: ZeRO-3 keeps experts in "
+                          "its partitions (AutoEP's partition-native format writes no expert "
+                          "files); files of two runs, or a layout this tool does not read");
     }
     if (expert_grid.size() > 1 && expert_grid.count(-1) != 0) {
         throw_input_error(tag_dir,

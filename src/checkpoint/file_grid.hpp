@@ -4,7 +4,7 @@
 //
 //   mp_rank_MM_model_states.pt                          model-parallel rank MM = stage * TP + t
 //   [bf16_|fp16_]zero_pp_rank_D_mp_rank_MM_optim_states.pt   ZeRO-1/2 partition D of MM
-//   zero_pp_rank_D_mp_rank_MM_model_states.pt           ZeRO-3 (only with MM = 00 here)
+//   zero_pp_rank_D_mp_rank_MM_model_states.pt           ZeRO-3 partition D of TP rank MM
 //   layer_LL-model_states.pt                            pipeline layer LL (no TP axis)
 //   layer_LL-model_TT-model_states.pt                   pipeline layer LL, TP rank TT
 //   layer_L_expert_E_mp_rank_MM_model_states.pt         MoE layer L, global expert E
@@ -48,8 +48,10 @@ struct FileGrid {
     // ZeRO-1/2 optimizer files (ZeRO-0, or a pipeline without ZeRO).
     std::vector<std::vector<std::string>> optim_files;
     std::string optim_prefix;  // "", "bf16_" or "fp16_"
-    // ZeRO-3 per-rank model files zero_pp_rank_D_mp_rank_00_model_states.pt, by D.
-    std::vector<std::string> zero3_model_files;
+    // ZeRO-3 (AutoTP's tp x dp grid): zero_pp_rank_D_mp_rank_MM_model_states.pt as
+    // zero3_model_files[MM][D], every MM with the same D = 0..DP-1; model_files[MM] is then the
+    // D = 0 file, whose param_shapes describe TP rank MM's slices. Empty at stages 0-2.
+    std::vector<std::vector<std::string>> zero3_model_files;
     // Pipeline layer files, ordered by (layer, tp_rank); numbering may have gaps.
     std::vector<LayerFile> layer_files;
     bool layer_files_have_tp_rank = false;
@@ -69,6 +71,7 @@ struct FileGrid {
         return optim_files.empty() ? 0 : static_cast<std::uint32_t>(optim_files.front().size());
     }
     bool is_pipeline() const noexcept { return !layer_files.empty(); }
+    bool is_zero3() const noexcept { return !zero3_model_files.empty(); }
     bool has_experts() const noexcept { return !expert_files.empty(); }
     // The model-parallel rank of (stage, TP rank).
     std::uint32_t mp_rank(std::uint32_t stage, std::uint32_t tp_rank) const noexcept {

@@ -107,7 +107,7 @@ void put_model(WireWriter& out, const ModelStatesInfo& model) {
     out.i64(model.mp_world_size);
     out.i64(model.tp_degree);
     out.i64(model.pp_degree);
-    out.boolean(model.autoep_zero3);
+    put_autoep_info(out, model.autoep);
 }
 
 ModelStatesInfo get_model(WireReader& in) {
@@ -130,7 +130,7 @@ ModelStatesInfo get_model(WireReader& in) {
     model.mp_world_size = in.i64();
     model.tp_degree = in.i64();
     model.pp_degree = in.i64();
-    model.autoep_zero3 = in.boolean();
+    model.autoep = get_autoep_info(in);
     return model;
 }
 
@@ -238,7 +238,7 @@ void put_optim(WireWriter& out, const OptimStatesInfo& optim) {
     put_ints(out, optim.partition_count);
     out.sequence(optim.master, put_tensor);
     put_groups(out, optim.param_shapes);
-    put_ints(out, optim.subgroup_partition_counts);
+    put_partition_groups(out, optim.partition_groups);
     out.sequence(optim.group_states, put_group_state);
     put_global_state(out, optim.global_state);
 }
@@ -251,7 +251,7 @@ OptimStatesInfo get_optim(WireReader& in) {
     optim.partition_count = get_ints(in);
     optim.master = in.sequence(kMinTensor, get_tensor);
     optim.param_shapes = get_groups(in);
-    optim.subgroup_partition_counts = get_ints(in);
+    optim.partition_groups = get_partition_groups(in);
     optim.group_states = in.sequence(3 + kMinString, get_group_state);
     optim.global_state = get_global_state(in);
     return optim;

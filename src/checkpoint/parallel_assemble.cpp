@@ -33,8 +33,43 @@ void check_recorded_degrees(const FileGrid& grid, const std::string& path,
     if (model.mp_world_size > 0 &&
         static_cast<std::uint64_t>(model.mp_world_size) != grid.mp_size()) {
         throw_input_error(path, "mp_world_size is " + std::to_string(model.mp_world_size) +
-                                    " but the tag folder holds " + std::to_string(grid.mp_size()) +
-                                    " mp_rank_MM_model_states.pt files");
+                                    " but the tag folder holds the model files of " +
+                                    std::to_string(grid.mp_size()) + " model-parallel ranks (" +
+                                    (grid.is_zero3() ? "zero_pp_rank_D_mp_rank_MM"
+                                                     : "mp_rank_MM") +
+                                    "_model_states.pt)");
+    }
+}
+
+// AutoEP at ZeRO-1/2 of one model-parallel rank, with its expert files, is read
+// (autoep_views.hpp); every other combination is refused here, naming what is missing.
+void check_autoep_layout(const FileGrid& grid, const std::string& path, const AutoEpInfo& autoep) {
+    if (!autoep.present()) {
+        return;
+    }
+    if (grid.mp_size() > 1 || grid.is_pipeline()) {
+        throw_unsupported(path, "AutoEP expert layers (ds_autoep_layers) with " +
+                                    degrees_text(grid) +
+                                    ": how the fused experts are folded over tensor-parallel "
+                                    "ranks or stages is not read here (DeepSpeed's converter "
+                                    "refuses it too)");
+    }
+    if (grid.dp_size() == 0) {
+        throw_unsupported(path,
+                          "AutoEP expert layers without ZeRO optimizer files (ZeRO-0): the "
+                          "expert weights of a run without ZeRO partitions are not read here");
+    }
+    if (autoep.zero3_partitioned() || grid.is_zero3()) {
+        throw_input_error(path,
+                          "records AutoEP layers in the ZeRO-3 partition-native format next to "
+                          "files of another layout: files of two runs?");
+    }
+    if (!grid.has_experts()) {
+        throw_input_error(
+            path,
+            "records AutoEP expert layers (per_expert_files) but the tag folder holds "
+            "no layer_<L>_expert_<E>_mp_rank_00_model_states.pt file: the checkpoint "
+            "is incomplete");
     }
 }
 
@@ -59,6 +94,11 @@ std::vector<ParallelInputSpec> parallel_inputs(const FileGrid& grid) {
     }
     for (const ExpertFile& expert : grid.expert_files) {
         inputs.push_back({expert.path, ParallelInputKind::kStateDict});
+    }
+    for (const auto& by_dp : grid.zero3_model_files) {
+        for (std::size_t d = 1; d < by_dp.size(); ++d) {
+            inputs.push_back({by_dp[d], ParallelInputKind::kModel});
+        }
     }
     return inputs;
 }
@@ -94,10 +134,10 @@ ParallelCheckpointMeta assemble_parallel_meta(const FileGrid& grid,
         throw_internal_error("metadata of " + std::to_string(metas.size()) + " files for " +
                              std::to_string(inputs.size()) + " inputs");
     }
-    if (grid.model_files.empty()) {
-        throw_unsupported(grid.folder.tag_dir,
-                          "a ZeRO-3 checkpoint with MoE expert files: ZeRO-3 expert partitions "
-                          "are not supported (docs/parallel-checkpoints.md §7)");
+    if (grid.is_zero3() && grid.optim_files.empty()) {
+        throw_input_error(grid.folder.tag_dir,
+                          "ZeRO-3 model files but no *_optim_states.pt files: the fp32 master "
+                          "partitions are missing");
     }
     ParallelCheckpointMeta meta;
     meta.grid = grid;
@@ -145,10 +185,18 @@ ParallelCheckpointMeta assemble_parallel_meta(const FileGrid& grid,
         std::uint32_t input = next;
         meta.experts.push_back({expert.moe_layer, expert.expert, input, take(StateDictInfo{})});
     }
+    for (std::uint32_t mp = 0; mp < grid.zero3_model_files.size(); ++mp) {
+        for (std::size_t d = 1; d < grid.zero3_model_files[mp].size(); ++d) {
+            meta.ranks[mp].zero3_peer_inputs.push_back(next);
+            meta.ranks[mp].zero3_peers.push_back(take(ParallelModelFile{}));
+        }
+    }
 
     // The layout itself is refused before any file's content is judged: the names show it.
+    // (AutoEP's own refusals name it: check_autoep_layout below.)
     if (meta.kind == ParallelKind::kMixtureOfExperts &&
-        (grid.mp_size() > 1 || grid.is_pipeline())) {
+        (grid.mp_size() > 1 || grid.is_pipeline()) &&
+        !meta.ranks.front().model.states.autoep.present()) {
         throw_unsupported(grid.folder.tag_dir,
                           "MoE expert files together with " +
                               std::string(grid.is_pipeline() ? "pipeline" : "tensor") +
@@ -164,11 +212,11 @@ ParallelCheckpointMeta assemble_parallel_meta(const FileGrid& grid,
         const ModelParallelRank& rank = meta.ranks[mp];
         const std::string& path = grid.model_files[mp];
         check_recorded_degrees(grid, path, rank.model.states);
-        if (rank.model.states.autoep_zero3 || rank.model.extras.has_autoep_layers) {
-            throw_unsupported(path,
-                              "AutoEP expert layers (ds_autoep_layers): their fused expert "
-                              "tensors are not supported (docs/parallel-checkpoints.md §7)");
+        for (std::size_t d = 0; d < rank.zero3_peers.size(); ++d) {
+            check_recorded_degrees(grid, grid.zero3_model_files[mp][d + 1],
+                                   rank.zero3_peers[d].states);
         }
+        check_autoep_layout(grid, path, rank.model.states.autoep);
         if (meta.kind == ParallelKind::kPipeline) {
             if (!rank.model.states.module_is_none && !rank.model.states.module_tensors.empty()) {
                 meta.notes.push_back(path +
@@ -208,10 +256,14 @@ ParallelCheckpointMeta assemble_parallel_meta(const FileGrid& grid,
     }
     if (meta.zero) {
         const OptimStatesInfo& ref = meta.ranks.front().optim.front().states;
-        if (ref.layout == MasterLayout::kPerParam) {
-            throw_unsupported(grid.optim_files[0][0],
-                              "ZeRO-3 partitions in a tensor/pipeline/expert-parallel "
-                              "checkpoint are not supported (docs/parallel-checkpoints.md §7)");
+        if ((ref.layout == MasterLayout::kPerParam) != grid.is_zero3()) {
+            throw_input_error(grid.optim_files[0][0],
+                              grid.is_zero3()
+                                  ? "holds no ZeRO-3 partitions, but the model files are ZeRO-3's "
+                                    "zero_pp_rank_D_mp_rank_MM_model_states.pt: files of two runs?"
+                                  : "holds ZeRO-3 partitions, but the model files are "
+                                    "mp_rank_MM_model_states.pt (ZeRO-0/1/2): ZeRO-3 writes one "
+                                    "zero_pp_rank_D_mp_rank_MM_model_states.pt per rank");
         }
     }
     return meta;
@@ -230,11 +282,14 @@ ParallelCheckpointMeta read_parallel_checkpoint_meta(const FileGrid& grid) {
 CheckpointMeta data_parallel_meta(const ParallelCheckpointMeta& meta,
                                   const ModelParallelRank& rank) {
     const std::uint32_t mp = meta.grid.mp_rank(rank.stage, rank.tp_rank);
+    const bool zero3 = meta.grid.is_zero3();
     CheckpointFiles files;
     files.checkpoint_dir = meta.grid.folder.checkpoint_dir;
     files.tag = meta.grid.folder.tag;
     files.tag_dir = meta.grid.folder.tag_dir;
-    files.model_files = {meta.grid.model_files[mp]};
+    files.model_files = zero3 ? meta.grid.zero3_model_files.at(mp)
+                              : std::vector<std::string>{meta.grid.model_files[mp]};
+    files.per_rank_model_files = zero3;
     files.optim_files = meta.grid.optim_files.at(mp);
     files.optim_prefix = meta.grid.optim_prefix;
     files.has_offloaded_tensors = meta.grid.has_offloaded_tensors;
@@ -257,6 +312,10 @@ CheckpointMeta data_parallel_meta(const ParallelCheckpointMeta& meta,
     };
     metas.push_back(
         {meta.input_sizes[rank.model_input], std::move(model), records_of(rank.model_input)});
+    for (std::size_t d = 0; d < rank.zero3_peers.size(); ++d) {
+        const std::uint32_t input = rank.zero3_peer_inputs[d];
+        metas.push_back({meta.input_sizes[input], rank.zero3_peers[d].states, records_of(input)});
+    }
     for (std::size_t d = 0; d < rank.optim.size(); ++d) {
         metas.push_back({meta.input_sizes[rank.optim_inputs[d]], rank.optim[d].states,
                          records_of(rank.optim_inputs[d])});

@@ -16,6 +16,16 @@
 
 namespace z2f::checkpoint {
 
+// One entry of a recorded sub-parameter shape: an int (-1 for "the rest"), or a tuple (or list)
+// of ints (the sub-parameter sizes at the partition dimension).
+struct SubParamShapeDim {
+    enum class Kind : std::uint8_t { kInt, kTuple, kList };
+    Kind kind = Kind::kInt;
+    std::vector<std::int64_t> values;  // kInt: one value
+
+    friend bool operator==(const SubParamShapeDim&, const SubParamShapeDim&) = default;
+};
+
 // One `parameter_with_sub_params` entry of universal_checkpoint_info: a parameter fused from
 // several sub-parameters along `partition_dim`, each split over the TP ranks on its own.
 struct SubParamsSpec {
@@ -27,6 +37,10 @@ struct SubParamsSpec {
     std::uint64_t sub_count = 0;  // used when sub_sizes is empty
     // sub_param_shard_widths of the first pattern that has them: [sub-parameter][TP rank].
     std::vector<std::vector<std::uint64_t>> shard_widths;
+    // The recorded shape itself, entry by entry, and whether it was a tuple (else a list): what
+    // a universal checkpoint's sub_param_shape object carries again.
+    std::vector<SubParamShapeDim> shape;
+    bool shape_is_tuple = false;
 
     friend bool operator==(const SubParamsSpec&, const SubParamsSpec&) = default;
 };
@@ -46,6 +60,9 @@ struct UniversalCheckpointInfo {
     std::vector<std::pair<std::string, std::string>> unsupported;
     std::int64_t original_vocab_size = -1;  // -1: absent
     std::int64_t padded_vocab_size = -1;
+    // AutoTP wrote it (it always records autotp_unsupported_parameter_patterns): its runtime
+    // restores each rank's slice from its own partition metadata, not by torch.chunk.
+    bool autotp = false;
 
     friend bool operator==(const UniversalCheckpointInfo&,
                            const UniversalCheckpointInfo&) = default;
@@ -68,8 +85,6 @@ struct ParallelModelExtras {
     std::vector<std::int64_t> num_experts;
     // `optimizer` is a dict: the torch optimizer.state_dict() of a run without ZeRO.
     bool has_plain_optimizer_state = false;
-    // ds_autotp_universal_checkpoint_meta or AutoTP-only keys seen elsewhere: recorded, not used.
-    bool has_autoep_layers = false;
     Zero0Masters zero0_masters;
 
     friend bool operator==(const ParallelModelExtras&, const ParallelModelExtras&) = default;
@@ -131,6 +146,9 @@ struct ModelParallelRank {
     std::uint32_t model_input = 0;         // index into ParallelCheckpointMeta::inputs
     std::vector<ParallelOptimFile> optim;  // data-parallel rank order; empty without ZeRO-1/2
     std::vector<std::uint32_t> optim_inputs;
+    // ZeRO-3: the model files of data-parallel ranks 1..DP-1 (their frozen fragments).
+    std::vector<ParallelModelFile> zero3_peers;
+    std::vector<std::uint32_t> zero3_peer_inputs;
 };
 
 struct LayerStateDict {
@@ -163,7 +181,7 @@ struct ParallelCheckpointMeta {
     std::uint32_t tp_degree = 1;
     std::uint32_t pp_degree = 1;
     std::uint32_t dp_degree = 1;  // optimizer files per mp rank (1 without ZeRO)
-    bool zero = false;            // ZeRO-1/2 or BF16_Optimizer partitions exist
+    bool zero = false;            // ZeRO partitions (any stage) or BF16_Optimizer's exist
     std::string ds_version;
     std::vector<ModelParallelRank> ranks;  // mp rank order (= stage * TP + t)
     std::vector<LayerStateDict> layers;    // (layer, tp rank) order

@@ -22,6 +22,11 @@ void put_sub_params(WireWriter& out, const SubParamsSpec& spec) {
     put_uints(out, spec.sub_sizes);
     out.u64(spec.sub_count);
     out.sequence(spec.shard_widths, put_uints);
+    out.sequence(spec.shape, [](WireWriter& w, const SubParamShapeDim& dim) {
+        w.enumerator(dim.kind);
+        w.sequence(dim.values, [](WireWriter& v, std::int64_t value) { v.i64(value); });
+    });
+    out.boolean(spec.shape_is_tuple);
 }
 
 SubParamsSpec get_sub_params(WireReader& in) {
@@ -31,6 +36,13 @@ SubParamsSpec get_sub_params(WireReader& in) {
     spec.sub_sizes = in.dims();
     spec.sub_count = in.u64();
     spec.shard_widths = in.sequence(kMinSequence, [](WireReader& r) { return r.dims(); });
+    spec.shape = in.sequence(1 + kMinSequence, [](WireReader& r) {
+        SubParamShapeDim dim;
+        dim.kind = r.enumerator(SubParamShapeDim::Kind::kList);
+        dim.values = r.sequence(8, [](WireReader& v) { return v.i64(); });
+        return dim;
+    });
+    spec.shape_is_tuple = in.boolean();
     return spec;
 }
 
@@ -50,6 +62,7 @@ void put_universal(WireWriter& out, const UniversalCheckpointInfo& info) {
                  });
     out.i64(info.original_vocab_size);
     out.i64(info.padded_vocab_size);
+    out.boolean(info.autotp);
 }
 
 UniversalCheckpointInfo get_universal(WireReader& in) {
@@ -68,6 +81,7 @@ UniversalCheckpointInfo get_universal(WireReader& in) {
     });
     info.original_vocab_size = in.i64();
     info.padded_vocab_size = in.i64();
+    info.autotp = in.boolean();
     return info;
 }
 
@@ -75,7 +89,6 @@ void put_model_extras(WireWriter& out, const ParallelModelExtras& extras) {
     out.optional(extras.universal_info, put_universal);
     out.sequence(extras.num_experts, [](WireWriter& w, std::int64_t n) { w.i64(n); });
     out.boolean(extras.has_plain_optimizer_state);
-    out.boolean(extras.has_autoep_layers);
     out.str(extras.zero0_masters.key);
     out.u64(extras.zero0_masters.tensors);
     encode_named_tensors(extras.zero0_masters.masters, out);
@@ -86,7 +99,6 @@ ParallelModelExtras get_model_extras(WireReader& in) {
     extras.universal_info = in.optional(get_universal);
     extras.num_experts = in.sequence(8, [](WireReader& r) { return r.i64(); });
     extras.has_plain_optimizer_state = in.boolean();
-    extras.has_autoep_layers = in.boolean();
     extras.zero0_masters.key = in.str();
     extras.zero0_masters.tensors = in.u64();
     extras.zero0_masters.masters = decode_named_tensors(in);
@@ -141,7 +153,7 @@ std::vector<std::byte> encode_file_grid(const FileGrid& grid) {
     out.strings(grid.model_files);
     put_string_grid(out, grid.optim_files);
     out.str(grid.optim_prefix);
-    out.strings(grid.zero3_model_files);
+    put_string_grid(out, grid.zero3_model_files);
     out.sequence(grid.layer_files, [](WireWriter& w, const LayerFile& layer) {
         w.u64(layer.layer);
         w.u64(layer.tp_rank);
@@ -170,7 +182,7 @@ FileGrid decode_file_grid(std::span<const std::byte> bytes) {
     grid.model_files = in.strings();
     grid.optim_files = get_string_grid(in);
     grid.optim_prefix = in.str();
-    grid.zero3_model_files = in.strings();
+    grid.zero3_model_files = get_string_grid(in);
     grid.layer_files = in.sequence(16 + kMinString, [](WireReader& r) {
         LayerFile layer;
         layer.layer = r.u64();

@@ -82,7 +82,24 @@ UniversalCheckpointInfo read_universal_info(const Field& info) {
             SubParamsSpec spec;
             spec.patterns = read_patterns(entry, "patterns");
             spec.partition_dim = non_negative(entry.at("partition_dim"));
-            std::vector<Field> shape = entry.at("shape").elements();
+            Field recorded = entry.at("shape");
+            spec.shape_is_tuple = recorded.value().get<pickle::Tuple>() != nullptr;
+            std::vector<Field> shape = recorded.elements();
+            for (const Field& dim : shape) {
+                checkpoint::SubParamShapeDim value;
+                if (dim.value().is_int()) {
+                    value.values.push_back(dim.as_int());
+                } else if (dim.is_list_like()) {
+                    value.kind = dim.value().get<pickle::Tuple>() != nullptr
+                                     ? SubParamShapeDim::Kind::kTuple
+                                     : SubParamShapeDim::Kind::kList;
+                    for (const Field& size : dim.elements())
+                        value.values.push_back(size.as_int());
+                } else {
+                    dim.fail("an int or a tuple of ints");
+                }
+                spec.shape.push_back(std::move(value));
+            }
             if (spec.partition_dim >= shape.size()) {
                 entry.at("partition_dim").fail("a dimension of the recorded shape");
             }
@@ -105,8 +122,9 @@ UniversalCheckpointInfo read_universal_info(const Field& info) {
             out.sub_params.push_back(std::move(spec));
         }
     }
-    if (std::optional<Field> unsupported = info.find("autotp_unsupported_parameter_patterns");
-        unsupported && unsupported->is_dict()) {
+    std::optional<Field> unsupported = info.find("autotp_unsupported_parameter_patterns");
+    out.autotp = unsupported && !unsupported->is_none();
+    if (unsupported && unsupported->is_dict()) {
         for (const auto& [pattern, reason] : unsupported->entries()) {
             out.unsupported.emplace_back(
                 pattern, reason.value().string() ? reason.as_string() : std::string("unknown"));
@@ -167,11 +185,6 @@ ParallelModelExtras read_parallel_model_extras(const container::TorchFile& file)
         // A torch optimizer.state_dict(), or a 16-bit wrapper's around it.
         extras.has_plain_optimizer_state = optimizer->find("state").has_value() ||
                                            optimizer->find("optimizer_state_dict").has_value();
-    }
-    for (const char* key : {"ds_autoep_layers", "autoep_layers"}) {
-        if (std::optional<Field> layers = root.find(key); layers && !layers->is_none()) {
-            extras.has_autoep_layers = true;
-        }
     }
     return extras;
 }

@@ -101,26 +101,6 @@ std::int64_t read_zero_stage(const Field& field) {
     return stage;
 }
 
-bool is_autoep_zero3(const Field& layers) {
-    std::vector<Field> items;
-    if (layers.is_dict()) {
-        for (auto& [name, value] : layers.entries())
-            items.push_back(value);
-    } else if (layers.is_list_like()) {
-        items = layers.elements();
-    }
-    for (const Field& layer : items) {
-        if (!layer.is_dict())
-            continue;
-        std::optional<Field> format = layer.find("checkpoint_format");
-        if (format &&
-            format->value().string() == std::optional<std::string_view>("zero3_partitioned")) {
-            return true;
-        }
-    }
-    return false;
-}
-
 }  // namespace
 
 ModelStatesInfo read_model_states(const container::TorchFile& file, std::uint32_t file_index,
@@ -131,16 +111,12 @@ ModelStatesInfo read_model_states(const container::TorchFile& file, std::uint32_
         fragments && !fragments->is_none()) {
         info.frozen_param_fragments = read_named_tensors(*fragments, file_index);
     }
+    info.autoep = read_autoep_info(root);
     if (scope == ModelFileScope::kFrozenFragmentsOnly) {
         return info;
     }
 
     info.ds_version = read_version(root);
-    for (const char* key : {"ds_autoep_layers", "autoep_layers"}) {
-        if (std::optional<Field> layers = root.find(key); layers && !layers->is_none()) {
-            info.autoep_zero3 = info.autoep_zero3 || is_autoep_zero3(*layers);
-        }
-    }
     if (std::optional<Field> names = root.find("buffer_names"); names && !names->is_none()) {
         info.has_buffer_names = true;
         for (const Field& name : names->elements()) {
@@ -276,17 +252,7 @@ OptimStatesInfo read_optim_states(const container::TorchFile& file, std::uint32_
         }
     }
 
-    if (std::optional<Field> groups = osd->find("ds_zero_partition_groups");
-        groups && groups->is_list_like()) {
-        for (const Field& group : groups->elements()) {
-            if (group.is_dict()) {
-                if (std::optional<Field> n = group.find("partition_count");
-                    n && n->value().is_int()) {
-                    info.subgroup_partition_counts.push_back(n->as_int());
-                }
-            }
-        }
-    }
+    info.partition_groups = read_zero_partition_groups(*osd);
     if (std::optional<Field> shapes = root.find("param_shapes"); shapes && !shapes->is_none()) {
         info.param_shapes = read_param_shapes(*shapes);
     }

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <unordered_map>
 
+#include "checkpoint/autoep_views.hpp"
 #include "checkpoint/field.hpp"
 #include "checkpoint/sequence_parallel.hpp"
 #include "checkpoint/universal_discovery.hpp"
@@ -44,6 +45,18 @@ OptimStatesInfo read_universal_param(const container::TorchFile& file, std::uint
 }
 
 namespace {
+
+// A fused AutoEP expert weight whose file holds every expert-parallel rank's experts:
+// [num_experts, ...] where param_shapes has [num_local_experts, ...].
+bool is_fused_experts(const ModelStatesInfo& model, const NamedShape& shape,
+                      const TensorRef& stored) {
+    const AutoEpLayer* layer = autoep_layer_of(model.autoep.layers, shape.name);
+    return layer != nullptr && !shape.shape.empty() && !stored.shape.empty() &&
+           shape.shape.front() == layer->num_local_experts &&
+           stored.shape.front() == layer->num_experts &&
+           std::equal(shape.shape.begin() + 1, shape.shape.end(), stored.shape.begin() + 1,
+                      stored.shape.end());
+}
 
 // The model of a universal checkpoint of a tensor- or pipeline-parallel run, from its
 // mp_rank_MM files (mp order; docs/universal-checkpoint.md §10): the first file's facts, with
@@ -200,10 +213,11 @@ CheckpointMeta assemble_universal_meta(const CheckpointFiles& files, std::vector
                                             "universal checkpoint");
             }
             const std::uint64_t numel = checked_numel(shape.shape).value_or(0);
-            if (model_parallel && it->second.numel != numel &&
-                it->second.shape.size() == shape.shape.size()) {
-                // Merged over the TP ranks (and a vocabulary stripped of its padding):
-                // param_shapes has the local shape, the file the whole one.
+            if ((model_parallel || is_fused_experts(model, shape, it->second)) &&
+                it->second.numel != numel && it->second.shape.size() == shape.shape.size()) {
+                // Merged over the TP ranks (and a vocabulary stripped of its padding), or an
+                // AutoEP layer's experts of every expert-parallel rank: param_shapes has the
+                // local shape, the file the whole one.
                 whole.master.push_back(it->second);
                 merged_shapes.push_back({shape.name, it->second.shape});
                 ++used;
@@ -239,8 +253,11 @@ CheckpointMeta assemble_universal_meta(const CheckpointFiles& files, std::vector
     }
 
     const bool stage3 = files.per_rank_model_files;
+    const std::string first_name = model_path.substr(model_path.find_last_of('/') + 1);
+    const bool zero3_names =
+        parse_checkpoint_file_name(first_name).role == CheckpointFileRole::kRankModelStates;
     meta.layout = MasterLayout::kWholeParams;
-    meta.zero_stage = stage3 ? 3 : 2;
+    meta.zero_stage = zero3_names ? 3 : 2;
     meta.world_size = stage3 ? static_cast<std::uint32_t>(files.model_files.size())
                              : static_cast<std::uint32_t>(std::max<std::int64_t>(
                                    1, std::min<std::int64_t>(model.dp_world_size, 1 << 30)));
@@ -249,10 +266,21 @@ CheckpointMeta assemble_universal_meta(const CheckpointFiles& files, std::vector
     meta.optim.push_back(std::move(whole));
     meta.ds_version = model.ds_version;
     meta.notes.push_back(std::string("universal checkpoint (converted from ZeRO ") +
-                         (stage3 ? "stage 3" : "stage 1/2") + ", data-parallel size " +
+                         (zero3_names ? "stage 3" : "stage 1/2") + ", data-parallel size " +
                          std::to_string(meta.world_size) + ")");
     if (!model.has_buffer_names) {
         meta.notes.push_back("no buffer_names in " + model_path + ": buffers are not exported");
+    }
+    if (model.autoep.present()) {
+        // The router registered twice by AutoEP, as for the original checkpoint (autoep_views).
+        std::vector<std::pair<std::string, std::string>> aliases =
+            infer_router_aliases(model, model.autoep.layers);
+        if (!aliases.empty()) {
+            if (!meta.model.shared_params)
+                meta.model.shared_params.emplace();
+            meta.model.shared_params->insert(meta.model.shared_params->end(), aliases.begin(),
+                                             aliases.end());
+        }
     }
     return meta;
 }

@@ -27,7 +27,8 @@ std::string universal_fp32_path(const CheckpointFiles& files, const std::string&
 
 void list_universal_tag(CheckpointFiles& files) {
     files.universal = true;
-    std::map<std::uint64_t, std::string> by_rank;
+    // ZeRO-3: mp rank -> dp rank -> file (AutoTP's tp x dp grid has several mp ranks).
+    std::map<std::uint64_t, std::map<std::uint64_t, std::string>> by_rank;
     std::map<std::uint64_t, std::string> by_mp_rank;
     for (const std::string& name : io::list_directory(files.tag_dir)) {
         const std::string path = files.tag_dir + "/" + name;
@@ -50,14 +51,10 @@ void list_universal_tag(CheckpointFiles& files) {
             by_mp_rank.emplace(parsed.mp_rank, path);
             continue;
         }
-        if (parsed.mp_rank != 0) {
-            throw_unsupported(path, "model-parallel rank " + std::to_string(parsed.mp_rank) +
-                                        " of a ZeRO-3 universal checkpoint: ZeRO-3 with tensor "
-                                        "parallelism is not supported");
-        }
-        if (!by_rank.emplace(parsed.dp_rank, path).second) {
-            throw_input_error(
-                path, "second model-states file for rank " + std::to_string(parsed.dp_rank));
+        if (!by_rank[parsed.mp_rank].emplace(parsed.dp_rank, path).second) {
+            throw_input_error(path, "second model-states file for rank " +
+                                        std::to_string(parsed.dp_rank) + " of mp rank " +
+                                        std::to_string(parsed.mp_rank));
         }
     }
     if (!by_mp_rank.empty() && !by_rank.empty()) {
@@ -71,16 +68,43 @@ void list_universal_tag(CheckpointFiles& files) {
                           "names and shapes live there (ds_to_universal.py copies them)");
     }
     // ZeRO-3: one file per data-parallel rank; otherwise one per model-parallel rank (a TP rank
-    // or pipeline stage; one file for a data-parallel run).
-    const bool stage3 = !by_rank.empty();
-    std::uint64_t expected = 0;
-    for (const auto& [rank, path] : stage3 ? by_rank : by_mp_rank) {
-        if (rank != expected++) {
-            throw_input_error(files.tag_dir, std::string("model-states file of ") +
-                                                 (stage3 ? "rank " : "model-parallel rank ") +
-                                                 std::to_string(expected - 1) + " is missing");
+    // or pipeline stage; one file for a data-parallel run). A ZeRO-3 run with TP ranks is read
+    // like the latter: each TP rank's data-parallel rank 0 file names and shapes its slices.
+    auto check_dense = [&](const auto& ranks, const std::string& what) {
+        std::uint64_t expected = 0;
+        for (const auto& [rank, value] : ranks) {
+            if (rank != expected++) {
+                throw_input_error(files.tag_dir, "model-states file of " + what + " " +
+                                                     std::to_string(expected - 1) + " is missing");
+            }
         }
-        files.model_files.push_back(path);
+    };
+    bool stage3 = false;
+    if (!by_rank.empty()) {
+        check_dense(by_rank, "mp rank");
+        for (const auto& [mp, by_dp] : by_rank) {
+            check_dense(by_dp, "rank");
+            if (by_dp.size() != by_rank.begin()->second.size()) {
+                throw_input_error(files.tag_dir,
+                                  "mp rank " + std::to_string(mp) + " has " +
+                                      std::to_string(by_dp.size()) +
+                                      " ZeRO-3 model-states files, mp rank 0 has " +
+                                      std::to_string(by_rank.begin()->second.size()));
+            }
+        }
+        stage3 = by_rank.size() == 1;
+        for (const auto& [mp, by_dp] : by_rank) {
+            if (stage3) {
+                for (const auto& [dp, path] : by_dp)
+                    files.model_files.push_back(path);
+            } else {
+                files.model_files.push_back(by_dp.begin()->second);
+            }
+        }
+    } else {
+        check_dense(by_mp_rank, "model-parallel rank");
+        for (const auto& [mp, path] : by_mp_rank)
+            files.model_files.push_back(path);
     }
     files.per_rank_model_files = stage3;
 

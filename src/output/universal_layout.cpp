@@ -109,6 +109,73 @@ class GraphPickler {
     std::vector<std::optional<std::uint32_t>> memo_;
 };
 
+// DeepSpeed's SubparamShape dataclass as the graph of what Python pickles for it: the class,
+// an empty argument tuple (NEWOBJ), then its __dict__ (BUILD). The object is the last node.
+PickledGraph sub_param_shape_graph(const plan::SubParamShapeValue& value) {
+    PickledGraph graph;
+    auto add = [&](PickledNode node) {
+        graph.nodes.push_back(std::move(node));
+        return static_cast<std::uint32_t>(graph.nodes.size() - 1);
+    };
+    auto text = [&](std::string string) {
+        PickledNode node;
+        node.kind = PickledNode::Kind::kString;
+        node.text = std::move(string);
+        return add(std::move(node));
+    };
+    auto integer = [&](std::int64_t number) {
+        PickledNode node;
+        node.kind = PickledNode::Kind::kInt;
+        node.integer = number;
+        return add(std::move(node));
+    };
+    PickledNode cls;
+    cls.kind = PickledNode::Kind::kGlobal;
+    cls.text = "deepspeed.checkpoint.universal_checkpoint";
+    cls.name = "SubparamShape";
+    const std::uint32_t callable = add(std::move(cls));
+    PickledNode none;
+    none.kind = PickledNode::Kind::kTuple;
+    const std::uint32_t args = add(std::move(none));
+
+    PickledNode state;
+    state.kind = PickledNode::Kind::kDict;
+    state.children.push_back(text("patterns"));
+    PickledNode patterns;
+    patterns.kind = PickledNode::Kind::kList;
+    for (const std::string& pattern : value.patterns)
+        patterns.children.push_back(text(pattern));
+    state.children.push_back(add(std::move(patterns)));
+    state.children.push_back(text("shape"));
+    PickledNode shape;
+    shape.kind = value.shape_is_tuple ? PickledNode::Kind::kTuple : PickledNode::Kind::kList;
+    for (const checkpoint::SubParamShapeDim& dim : value.shape) {
+        if (dim.kind == checkpoint::SubParamShapeDim::Kind::kInt) {
+            shape.children.push_back(integer(dim.values.at(0)));
+            continue;
+        }
+        PickledNode sizes;
+        sizes.kind = dim.kind == checkpoint::SubParamShapeDim::Kind::kTuple
+                         ? PickledNode::Kind::kTuple
+                         : PickledNode::Kind::kList;
+        for (std::int64_t size : dim.values)
+            sizes.children.push_back(integer(size));
+        shape.children.push_back(add(std::move(sizes)));
+    }
+    state.children.push_back(add(std::move(shape)));
+    state.children.push_back(text("partition_dim"));
+    state.children.push_back(integer(static_cast<std::int64_t>(value.partition_dim)));
+    const std::uint32_t dict = add(std::move(state));
+
+    PickledNode object;
+    object.kind = PickledNode::Kind::kObject;
+    object.via_newobj = true;
+    object.has_state = true;
+    object.children = {callable, args, dict};
+    add(std::move(object));
+    return graph;
+}
+
 // A storage of a whole file: its record name and bytes.
 struct KnownStorage {
     std::string key;
@@ -199,18 +266,35 @@ OutputFileLayout layout_universal_tensor_file(std::string relative_path,
     ref.shape = planned.shape;
     ref.requires_grad = options.requires_grad;
     if (options.form == UniversalTensorForm::kParamDict) {
+        // The entries in dict order: those before 'param', 'param', those after it.
+        std::vector<const ParamDictEntry*> order;
+        for (const ParamDictEntry& entry : options.entries) {
+            if (!entry.after_param)
+                order.push_back(&entry);
+        }
+        const std::size_t param_at = order.size();
+        order.push_back(nullptr);
+        for (const ParamDictEntry& entry : options.entries) {
+            if (entry.after_param)
+                order.push_back(&entry);
+        }
         writer.empty_dict();
-        pickle::write_setitems(writer, options.entries.size() + 1, [&](std::size_t i) {
-            if (i < options.entries.size()) {
-                writer.unicode(options.entries[i].key);
-                if (options.entries[i].is_bool) {
-                    writer.boolean(options.entries[i].value != 0);
-                } else {
-                    writer.integer(options.entries[i].value);
-                }
-            } else {
+        pickle::write_setitems(writer, order.size(), [&](std::size_t i) {
+            if (i == param_at) {
                 writer.unicode("param");
                 pickle::write_tensor_v2(writer, ref);
+                return;
+            }
+            const ParamDictEntry& entry = *order[i];
+            writer.unicode(entry.key);
+            if (entry.object) {
+                const PickledGraph graph = sub_param_shape_graph(*entry.object);
+                GraphPickler(writer, graph)
+                    .write(static_cast<std::uint32_t>(graph.nodes.size() - 1));
+            } else if (entry.is_bool) {
+                writer.boolean(entry.value != 0);
+            } else {
+                writer.integer(entry.value);
             }
         });
     } else {
@@ -264,6 +348,16 @@ std::vector<std::byte> universal_optimizer_state_file(const checkpoint::Checkpoi
                     writer.empty_list();
                     pickle::write_appends(writer, value.children.size(),
                                           [&](std::size_t) { writer.integer(0); });
+                    return;
+                }
+                if (!stage3 && state.entries[i].key == "partition_count" &&
+                    value.kind == PickledNode::Kind::kList) {
+                    // ds_to_universal.py states the data-parallel degree for every group, expert
+                    // groups (partitioned over fewer ranks) included; no loader reads it.
+                    writer.empty_list();
+                    pickle::write_appends(writer, value.children.size(), [&](std::size_t) {
+                        writer.integer(static_cast<std::int64_t>(meta.world_size));
+                    });
                     return;
                 }
                 values.write(state.entries[i].value_node);
@@ -332,7 +426,7 @@ std::vector<UniversalOutputFile> plan_universal_files(
         for (std::size_t s = 0; s < 3; ++s) {
             UniversalTensorFileOptions options;
             options.form =
-                plan.stage3 ? UniversalTensorForm::kRawTensor : UniversalTensorForm::kParamDict;
+                param.raw ? UniversalTensorForm::kRawTensor : UniversalTensorForm::kParamDict;
             options.entries = param.entries;
             options.requires_grad = kStreams[s] == plan::Stream::kMaster;
             UniversalOutputFile file;

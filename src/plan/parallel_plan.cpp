@@ -7,9 +7,11 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "checkpoint/autoep_views.hpp"
 #include "checkpoint/parallel_assemble.hpp"
 #include "common/checked_math.hpp"
 #include "common/errors.hpp"
+#include "plan/autoep_plan.hpp"
 #include "plan/tp_merge.hpp"
 #include "plan/zero0_plan.hpp"
 
@@ -1031,6 +1033,9 @@ PiecedPlan plan_parallel_consolidation(const ParallelCheckpointMeta& meta,
     if (meta.ranks.empty()) {
         throw_internal_error("parallel checkpoint metadata is not assembled");
     }
+    // AutoEP's experts are fused weights over expert groups, not per-expert tensors.
+    if (meta.ranks.front().model.states.autoep.present())
+        return plan_autoep_consolidation(checkpoint::autoep_views(meta), options.base);
     return ParallelPlanner(meta, options).run();
 }
 

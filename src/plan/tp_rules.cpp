@@ -36,6 +36,8 @@ TpRuleSet TpRuleSet::from_universal_info(const checkpoint::UniversalCheckpointIn
     TpRuleSet set;
     set.origin_ = origin + " (universal_checkpoint_info)";
     set.original_vocab_size_ = info.original_vocab_size;
+    set.version_ = info.version;
+    set.autotp_ = info.autotp;
     auto level = [&](const std::vector<std::string>& patterns, TpRule rule, const char* key) {
         std::vector<Entry> entries;
         for (const std::string& text : patterns) {
@@ -55,6 +57,7 @@ TpRuleSet TpRuleSet::from_universal_info(const checkpoint::UniversalCheckpointIn
         TpRule rule = make_rule(TpMerge::kSubParams);
         rule.dim = spec.partition_dim;
         rule.sub_param_shape = true;
+        rule.sub_spec = spec;
         if (!spec.shard_widths.empty()) {
             rule.widths = spec.shard_widths;
         } else if (info.version >= 0.4) {

@@ -56,6 +56,8 @@ struct TpRule {
     // A parameter_with_sub_params entry of universal_checkpoint_info: DeepSpeed's converter
     // describes it in a universal checkpoint by its sub_param_shape object, not by a count.
     bool sub_param_shape = false;
+    // That entry itself, written again as the sub_param_shape object of a universal checkpoint.
+    std::optional<checkpoint::SubParamsSpec> sub_spec;
     std::string source;  // which pattern decided, for messages
 };
 
@@ -72,6 +74,10 @@ class TpRuleSet {
     // True when a vocabulary pattern matches `name` (whatever its merge rule).
     bool is_vocabulary(const std::string& name) const;
     std::int64_t original_vocab_size() const noexcept { return original_vocab_size_; }
+    // universal_checkpoint_version of the checkpoint's rules (0 for a --tp-rules file), and
+    // whether AutoTP wrote them (checkpoint/parallel_meta.hpp).
+    double version() const noexcept { return version_; }
+    bool autotp() const noexcept { return autotp_; }
     const std::string& origin() const noexcept { return origin_; }
 
   private:
@@ -89,6 +95,8 @@ class TpRuleSet {
     std::vector<std::pair<Pattern, std::string>> unsupported_;
     std::optional<TpRule> default_;
     std::int64_t original_vocab_size_ = -1;
+    double version_ = 0.0;
+    bool autotp_ = false;
     std::string origin_;
 
     static Pattern compile(const std::string& text, const std::string& origin);

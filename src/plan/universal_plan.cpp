@@ -3,9 +3,11 @@
 #include <algorithm>
 #include <unordered_map>
 
+#include "checkpoint/autoep_views.hpp"
 #include "checkpoint/parallel_assemble.hpp"
 #include "checkpoint/pickled_value.hpp"
 #include "common/errors.hpp"
+#include "plan/autoep_universal_plan.hpp"
 #include "plan/consolidation.hpp"
 #include "plan/universal_state_check.hpp"
 
@@ -20,9 +22,11 @@ std::string step_text(const checkpoint::OptimizerStep& step) {
                : (step.form == checkpoint::OptimizerStep::Form::kInt ? "an int" : "a float");
 }
 
+}  // namespace
+
 // Every group the universal files take a step from has one, and every rank agrees on it (the
 // loader asserts that all parameters of a group carry the same step).
-void check_steps(const checkpoint::CheckpointMeta& meta) {
+void check_universal_steps(const checkpoint::CheckpointMeta& meta) {
     const std::size_t groups = meta.layout == checkpoint::MasterLayout::kPerParam
                                    ? std::size_t{1}  // the stage-3 loaders read state[0] only
                                    : meta.optim.front().master.size();
@@ -48,13 +52,18 @@ void check_steps(const checkpoint::CheckpointMeta& meta) {
     }
 }
 
-// The number of entries of rank 0's param_groups (check_param_groups makes sure it is a list).
+namespace {
+
+// The number of entries of rank 0's param_groups (check_universal_param_groups makes sure it is
+// a list).
 std::size_t param_group_count(const checkpoint::CheckpointMeta& meta) {
     const checkpoint::OptimizerGlobalState& state = meta.optim.front().global_state;
     return state.graph.at(*state.param_groups).children.size();
 }
 
-void check_param_groups(const checkpoint::CheckpointMeta& meta) {
+}  // namespace
+
+void check_universal_param_groups(const checkpoint::CheckpointMeta& meta) {
     const checkpoint::OptimizerGlobalState& state = meta.optim.front().global_state;
     const std::string& path = meta.files.optim_files.front();
     if (!state.param_groups) {
@@ -74,6 +83,8 @@ void check_param_groups(const checkpoint::CheckpointMeta& meta) {
                               std::to_string(meta.optim.front().master.size()) + " flat groups");
     }
 }
+
+namespace {
 
 // torch.chunk(parts) of `size` elements: parts of ceil(size / parts), the last ones shorter or
 // empty. DeepSpeed's loader cuts a merged parameter back into TP slices this way.
@@ -113,6 +124,46 @@ std::vector<std::vector<std::uint64_t>> local_shapes(const checkpoint::ParallelC
     return out;
 }
 
+// The sub_param_shape object of a parameter_with_sub_params parameter, as DeepSpeed's converter
+// normalizes it: from universal checkpoint version 0.4 on, and whenever the partition
+// dimension's entry lists the sizes, the entry as recorded; before 0.4 a count K of equal
+// sub-parameters becomes the tuple of their sizes (the merged size / K), in a tuple shape.
+ParamDictEntry sub_param_shape_entry(const checkpoint::ParallelCheckpointMeta& meta,
+                                     const TpRuleSet& rules, const checkpoint::SubParamsSpec& spec,
+                                     const std::string& name, std::uint32_t stage) {
+    if (spec.partition_dim >= spec.shape.size()) {
+        throw_internal_error("sub-parameter entry of '" + name + "' without its recorded shape");
+    }
+    SubParamShapeValue value;
+    value.patterns = spec.patterns;
+    value.shape = spec.shape;
+    value.shape_is_tuple = spec.shape_is_tuple;
+    value.partition_dim = spec.partition_dim;
+    const checkpoint::SubParamShapeDim& at = value.shape.at(spec.partition_dim);
+    if (rules.version() < 0.4 && at.kind == checkpoint::SubParamShapeDim::Kind::kInt) {
+        std::uint64_t full = 0;
+        for (const auto& local : local_shapes(meta, stage, name))
+            full += local.size() > spec.partition_dim ? local[spec.partition_dim] : 0;
+        const std::int64_t count = at.values.front();
+        if (count < 1 || full % static_cast<std::uint64_t>(count) != 0) {
+            throw_input_error(rules.origin(),
+                              "parameter '" + name + "' is recorded as " + std::to_string(count) +
+                                  " equal sub-parameters, which do not divide its " +
+                                  std::to_string(full) + " rows");
+        }
+        checkpoint::SubParamShapeDim sizes;
+        sizes.kind = checkpoint::SubParamShapeDim::Kind::kTuple;
+        sizes.values.assign(static_cast<std::size_t>(count),
+                            static_cast<std::int64_t>(full / static_cast<std::uint64_t>(count)));
+        value.shape[spec.partition_dim] = std::move(sizes);
+        value.shape_is_tuple = true;
+    }
+    ParamDictEntry entry;
+    entry.key = "sub_param_shape";
+    entry.object = std::move(value);
+    return entry;
+}
+
 // The keys of a parameter's dict before 'param', from its merge rule, as ds_to_universal.py
 // writes them; and the check that DeepSpeed's loader, which cuts the merged tensor back with
 // torch.chunk (per sub-parameter first when param_n_sub_params is set), gets every TP rank's
@@ -134,19 +185,13 @@ std::vector<ParamDictEntry> dict_entries(const checkpoint::ParallelCheckpointMet
             entries.push_back({"cat_dim", static_cast<std::int64_t>(rule.dim), false});
             break;
         case TpMerge::kSubParams:
-            if (rule.sub_param_shape) {
-                throw_unsupported(rules->origin(),
-                                  "parameter '" + name + "' is fused from sub-parameters (" +
-                                      rule.source +
-                                      "): DeepSpeed's converter describes it in a universal "
-                                      "checkpoint by a sub_param_shape object (a DeepSpeed class "
-                                      "whose fields changed with AutoTP), which is not written "
-                                      "here; convert this checkpoint to Hugging Face formats, or "
-                                      "use ds_to_universal.py");
-            }
             parts = !rule.widths.empty()      ? rule.widths.size()
                     : !rule.sub_sizes.empty() ? rule.sub_sizes.size()
                                               : rule.count;
+            if (rule.sub_spec) {
+                entries.push_back(sub_param_shape_entry(meta, *rules, *rule.sub_spec, name, stage));
+                break;
+            }
             entries.push_back({"cat_dim", static_cast<std::int64_t>(rule.dim), false});
             entries.push_back({"param_n_sub_params", static_cast<std::int64_t>(parts), false});
             break;
@@ -155,8 +200,9 @@ std::vector<ParamDictEntry> dict_entries(const checkpoint::ParallelCheckpointMet
         entries.push_back({"vocab_tensor", 1, true});
     }
     if (meta.tp_degree == 1 || rule.merge == TpMerge::kReplicated ||
-        rule.merge == TpMerge::kAverage) {
-        // One slice, or a copy the loader takes whole (its shape is the local one).
+        rule.merge == TpMerge::kAverage || rules->autotp()) {
+        // One slice, or a copy the loader takes whole (its shape is the local one), or an AutoTP
+        // parameter, whose slice the resuming run cuts by its own partition sizes.
         return entries;
     }
     const std::vector<std::vector<std::uint64_t>> locals = local_shapes(meta, stage, name);
@@ -184,6 +230,9 @@ std::vector<ParamDictEntry> dict_entries(const checkpoint::ParallelCheckpointMet
     } else {
         if (!rule.widths.empty()) {
             held = rule.widths;
+        } else if (!rule.sub_sizes.empty()) {
+            for (std::uint64_t size : rule.sub_sizes)
+                held.emplace_back(meta.tp_degree, size / meta.tp_degree);
         } else {
             for (std::uint64_t k = 0; k < parts; ++k) {
                 held.emplace_back();
@@ -191,7 +240,20 @@ std::vector<ParamDictEntry> dict_entries(const checkpoint::ParallelCheckpointMet
                     held.back().push_back(size / parts);
             }
         }
-        for (std::uint64_t sub : chunk_sizes(full, parts))
+        // A sub_param_shape names each sub-parameter's size, which the loader narrows before
+        // it chunks; param_n_sub_params makes it chunk the whole tensor into equal parts.
+        std::vector<std::uint64_t> subs;
+        if (rule.sub_spec) {
+            for (const auto& row : held) {
+                std::uint64_t size = 0;
+                for (std::uint64_t width : row)
+                    size += width;
+                subs.push_back(size);
+            }
+        } else {
+            subs = chunk_sizes(full, parts);
+        }
+        for (std::uint64_t sub : subs)
             cut.push_back(chunk_sizes(sub, meta.tp_degree));
     }
     if (held != cut) {
@@ -246,11 +308,14 @@ UniversalPlan plan_universal(const checkpoint::CheckpointMeta& meta) {
                           "is a universal checkpoint already (it holds no ZeRO partitions to "
                           "convert); copy it instead");
     }
+    if (meta.model.autoep.zero3_partitioned()) {
+        return plan_autoep_universal(checkpoint::autoep_views(meta));
+    }
     const bool stage3 = meta.layout == checkpoint::MasterLayout::kPerParam;
     const std::string& model_path = meta.files.model_files.front();
     check_universal_optimizer_state(meta);
-    check_steps(meta);
-    check_param_groups(meta);
+    check_universal_steps(meta);
+    check_universal_param_groups(meta);
 
     std::array<ConsolidationPlan, 3> streams;
     for (std::size_t s = 0; s < kStreams.size(); ++s) {
@@ -287,6 +352,7 @@ UniversalPlan plan_universal(const checkpoint::CheckpointMeta& meta) {
             param.step = meta.optim.front().group_states.at(param.group).step;
         } else {
             param.entries.clear();
+            param.raw = true;
         }
         for (std::size_t s = 0; s < kStreams.size(); ++s) {
             PlannedTensor tensor = streams[s].plan.tensors[i];
@@ -324,6 +390,8 @@ namespace z2f::plan {
 
 checkpoint::CheckpointMeta universal_optimizer_source(
     const checkpoint::ParallelCheckpointMeta& meta) {
+    if (meta.ranks.front().model.states.autoep.present())
+        return checkpoint::autoep_views(meta).whole;
     return checkpoint::data_parallel_meta(meta, meta.ranks.at(meta.grid.mp_rank(0, 0)));
 }
 
@@ -333,6 +401,9 @@ UniversalPlan plan_parallel_universal(const checkpoint::ParallelCheckpointMeta& 
         throw_internal_error("parallel checkpoint metadata is not assembled");
     }
     const std::string& model0 = meta.grid.model_files.front();
+    if (meta.ranks.front().model.states.autoep.present()) {
+        return plan_autoep_universal(checkpoint::autoep_views(meta));
+    }
     if (meta.kind == checkpoint::ParallelKind::kMixtureOfExperts) {
         throw_unsupported(meta.grid.folder.tag_dir,
                           "Mixture-of-Experts checkpoint: DeepSpeed's loader reads no universal "
@@ -355,15 +426,15 @@ UniversalPlan plan_parallel_universal(const checkpoint::ParallelCheckpointMeta& 
     for (const checkpoint::ModelParallelRank& rank : meta.ranks) {
         views.push_back(checkpoint::data_parallel_meta(meta, rank));
         check_universal_optimizer_state(views.back());
-        check_steps(views.back());
+        check_universal_steps(views.back());
     }
     const checkpoint::CheckpointMeta& first = views.at(meta.grid.mp_rank(0, 0));
-    check_param_groups(first);
+    check_universal_param_groups(first);
     const std::size_t listed = param_group_count(first);
     for (std::uint32_t mp = 0; mp < views.size(); ++mp) {
         const checkpoint::CheckpointMeta& view = views[mp];
         const std::size_t groups = view.optim.front().master.size();
-        if (groups > listed) {
+        if (!meta.grid.is_zero3() && groups > listed) {
             throw_input_error(view.files.optim_files.front(),
                               "holds " + std::to_string(groups) + " flat groups but " +
                                   first.files.optim_files.front() + " lists " +
@@ -372,9 +443,11 @@ UniversalPlan plan_parallel_universal(const checkpoint::ParallelCheckpointMeta& 
                                   "zero/optimizer_state.pt: the later groups would not be loaded");
         }
         const checkpoint::CheckpointMeta& tp0 = views[meta.grid.mp_rank(meta.ranks[mp].stage, 0)];
-        for (std::size_t g = 0; g < groups; ++g) {
-            if (view.optim.front().group_states[g].step !=
-                tp0.optim.front().group_states.at(g).step) {
+        // ZeRO-3 cuts each TP rank's slices into sub-groups of its own: compare those both have.
+        const std::size_t shared = std::min({groups, view.optim.front().group_states.size(),
+                                             tp0.optim.front().group_states.size()});
+        for (std::size_t g = 0; g < shared; ++g) {
+            if (view.optim.front().group_states[g].step != tp0.optim.front().group_states[g].step) {
                 throw_input_error(view.files.optim_files.front(),
                                   "Adam step of flat group " + std::to_string(g) +
                                       " differs from TP rank 0's (" +
@@ -452,11 +525,15 @@ UniversalPlan plan_parallel_universal(const checkpoint::ParallelCheckpointMeta& 
                           "has no trainable parameters: a universal checkpoint would be empty");
     }
     result.tag = meta.grid.folder.tag;
-    // The mp_rank files, which DeepSpeed's engine reads (one per stage and TP rank); not the
-    // layer files, whose weights it does not load in universal mode.
+    // ZeRO-3's loaders read no step.pt (the step is in optimizer_state.pt).
+    result.stage3 = meta.grid.is_zero3();
+    // The model files, which DeepSpeed's engine reads (one per stage and TP rank, at ZeRO-3 one
+    // per TP and DP rank); not the layer files, whose weights it does not load in universal mode.
     for (const checkpoint::ModelParallelRank& rank : meta.ranks) {
         result.copies.push_back({meta.inputs.at(rank.model_input), rank.model_input,
                                  meta.input_sizes.at(rank.model_input)});
+        for (std::uint32_t input : rank.zero3_peer_inputs)
+            result.copies.push_back({meta.inputs.at(input), input, meta.input_sizes.at(input)});
     }
     return result;
 }

@@ -36,6 +36,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "checkpoint/checkpoint_meta.hpp"
@@ -45,11 +46,29 @@
 
 namespace z2f::plan {
 
-// A scalar entry of a ZeRO-1/2 parameter file's dict, written before 'param'.
+// The SubparamShape object (deepspeed.checkpoint.universal_checkpoint) that DeepSpeed's
+// converter stores with a parameter_with_sub_params parameter: a dataclass pickled as the class,
+// NEWOBJ and its __dict__ {'patterns': [...], 'shape': [...], 'partition_dim': d}.
+struct SubParamShapeValue {
+    std::vector<std::string> patterns;
+    std::vector<checkpoint::SubParamShapeDim> shape;
+    bool shape_is_tuple = false;
+    std::uint64_t partition_dim = 0;
+
+    friend bool operator==(const SubParamShapeValue&, const SubParamShapeValue&) = default;
+};
+
+// An entry of a parameter file's dict other than 'param': an int, a bool or a SubparamShape.
 struct ParamDictEntry {
+    ParamDictEntry() = default;
+    ParamDictEntry(std::string key_, std::int64_t value_, bool is_bool_)
+        : key(std::move(key_)), value(value_), is_bool(is_bool_) {}
+
     std::string key;
     std::int64_t value = 0;
-    bool is_bool = false;  // pickled as True / False
+    bool is_bool = false;                      // pickled as True / False
+    std::optional<SubParamShapeValue> object;  // set: the value is this object
+    bool after_param = false;                  // written after 'param' (AutoEP's expert keys)
 
     friend bool operator==(const ParamDictEntry&, const ParamDictEntry&) = default;
 };
@@ -60,9 +79,11 @@ struct UniversalParam {
     // Index in UniversalPlan::plan.tensors of its fp32, exp_avg and exp_avg_sq tensors (in the
     // order of plan::Stream).
     std::array<std::uint32_t, 3> tensors{};
-    // ZeRO-1/2: the dict's entries before 'param', and step.pt's value (its group's step).
+    // ZeRO-1/2: the dict's entries around 'param', and step.pt's value (its group's step).
     std::vector<ParamDictEntry> entries = {{"cat_dim", 0, false}};
     std::optional<checkpoint::OptimizerStep> step;
+    // The file holds the bare tensor, not a dict (plain ZeRO-3, flat).
+    bool raw = false;
 };
 
 // A model-states file copied byte for byte into the universal folder.
@@ -76,7 +97,7 @@ struct UniversalPlan {
     TensorPlan plan;  // three tensors per parameter, named "<name>/fp32", "<name>/exp_avg", ...
     std::vector<UniversalParam> params;
     std::string tag;                    // the source tag: the folder is "<tag>_universal"
-    bool stage3 = false;                // raw flat tensors, no step.pt
+    bool stage3 = false;                // no step.pt (the ZeRO-3 loaders read none)
     std::vector<UniversalCopy> copies;  // in writing order
     std::vector<std::string> warnings;
     std::vector<std::string> notes;
@@ -93,6 +114,12 @@ UniversalPlan plan_parallel_universal(const checkpoint::ParallelCheckpointMeta& 
 // 0, TP rank 0 (ds_to_universal.py takes pipeline stage 0, TP rank 0, DP rank 0).
 checkpoint::CheckpointMeta universal_optimizer_source(
     const checkpoint::ParallelCheckpointMeta& meta);
+
+// What every universal checkpoint needs from its optimizer files (data-parallel view): an Adam
+// step in every group the files take one from, equal on every rank; param_groups, one per flat
+// group at ZeRO-1/2 (the loader zips them with its own groups). Input errors name the file.
+void check_universal_steps(const checkpoint::CheckpointMeta& meta);
+void check_universal_param_groups(const checkpoint::CheckpointMeta& meta);
 
 // Throws an input error unless `name` can be a folder name on every file system we write to:
 // not empty, not "." or "..", no '/' and no NUL.

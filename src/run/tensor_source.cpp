@@ -3,6 +3,7 @@
 #include "common/crc32.hpp"
 #include "plan/parallel_plan.hpp"
 #include "plan/tp_rules.hpp"
+#include "run/autoep_source.hpp"
 #include "run/sequence_parallel_grid.hpp"
 
 namespace z2f::run {
@@ -61,6 +62,9 @@ TensorSource tensor_source(const CheckpointMetadata& metadata, const Options& op
 }
 
 TensorSource data_parallel_source(const checkpoint::CheckpointMeta& meta, const Options& options) {
+    // A universal checkpoint of one holds its experts whole already.
+    if (meta.model.autoep.zero3_partitioned() && meta.layout == checkpoint::MasterLayout::kPerParam)
+        return autoep_zero3_source(meta, options);
     TensorSource source;
     source.checkpoint = meta.files;
     source.zero_stage = meta.zero_stage;
@@ -118,6 +122,7 @@ TensorSource parallel_source(const checkpoint::ParallelCheckpointMeta& meta, con
     source.ds_version = meta.ds_version;
     source.notes = meta.notes;
     source.parallel = describe_grid(meta);
+    describe_autoep_places(meta, *source.parallel);
 
     if (options.format == OutputFormat::kUniversal) {
         // Planned from the metadata itself, three streams per parameter (universal_run_plan);
@@ -157,14 +162,21 @@ ConversionPlan::ParallelGrid describe_grid(const checkpoint::ParallelCheckpointM
     if (!meta.grid.expert_optim_files.empty())
         grid.ep = static_cast<std::uint32_t>(meta.grid.expert_optim_files.front().size());
     for (const checkpoint::ModelParallelRank& rank : meta.ranks) {
+        const std::string dp = meta.grid.is_zero3() ? ", DP rank 0" : "";
         grid.files.push_back({meta.inputs.at(rank.model_input),
-                              "model states" + place(meta, rank.stage, rank.tp_rank)});
+                              "model states" + place(meta, rank.stage, rank.tp_rank) + dp});
+        for (std::size_t d = 0; d < rank.zero3_peer_inputs.size(); ++d) {
+            grid.files.push_back({meta.inputs.at(rank.zero3_peer_inputs[d]),
+                                  "model states" + place(meta, rank.stage, rank.tp_rank) +
+                                      ", DP rank " + std::to_string(d + 1)});
+        }
     }
     for (const checkpoint::ModelParallelRank& rank : meta.ranks) {
         for (std::size_t d = 0; d < rank.optim_inputs.size(); ++d) {
-            grid.files.push_back({meta.inputs.at(rank.optim_inputs[d]),
-                                  "ZeRO partition" + place(meta, rank.stage, rank.tp_rank) +
-                                      ", DP rank " + std::to_string(d)});
+            grid.files.push_back(
+                {meta.inputs.at(rank.optim_inputs[d]),
+                 std::string(meta.grid.is_zero3() ? "ZeRO-3 partition" : "ZeRO partition") +
+                     place(meta, rank.stage, rank.tp_rank) + ", DP rank " + std::to_string(d)});
         }
     }
     for (const checkpoint::LayerStateDict& layer : meta.layers) {

@@ -35,11 +35,6 @@ void refuse_parallel_sources(const checkpoint::CheckpointMeta& meta) {
                           "files of model-parallel rank 00 only: the other ranks' files are "
                           "missing");
     }
-    if (model.autoep_zero3) {
-        throw_unsupported(path,
-                          "Mixture-of-Experts checkpoint: DeepSpeed's loader reads no universal "
-                          "layout for its experts, so none is written");
-    }
 }
 
 OutputFileRecord known_bytes_record(output::UniversalOutputFile& file) {

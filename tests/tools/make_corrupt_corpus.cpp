@@ -263,7 +263,7 @@ void parallel_cases() {
     {
         std::string tag = copy_case("zero3_with_tp", "z3_ws2_fp32");
         copy_as_mp_rank(tag, "01");
-        record_case("zero3_with_tp", "ZeRO-3 with tensor parallelism");
+        record_case("zero3_with_tp", "model files of 2 model-parallel ranks");
     }
     {
         std::string tag = copy_case("moe_with_tp", moe);
@@ -271,8 +271,8 @@ void parallel_cases() {
         record_case("moe_with_tp", "MoE expert files together with tensor parallelism");
     }
     {
-        // A ZeRO-3 model file of AutoEP: ds_autoep_layers with a zero3_partitioned layer,
-        // added to the top-level dict (right after its first MARK).
+        // A ZeRO-3 model file of AutoEP whose ds_autoep_layers is a dict of layers where
+        // DeepSpeed writes a list, added to the top-level dict (right after its first MARK).
         std::string tag = copy_case("autoep_zero3", "z3_ws2_fp32");
         auto text = [](const std::string& value) {
             std::string out = "X";
@@ -294,7 +294,7 @@ void parallel_cases() {
                 }
             });
         }
-        record_case("autoep_zero3", "AutoEP ZeRO-3");
+        record_case("autoep_zero3", "expected a list of AutoEP layer dicts");
     }
 }
 

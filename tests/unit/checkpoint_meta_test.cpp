@@ -104,18 +104,28 @@ TEST(CheckpointMeta, RefusedLayouts) {
     model_of(tp).tp_degree = 2;
     EXPECT_NE(assemble_error(tp).find("tensor/pipeline-parallel"), std::string::npos);
 
+    // AutoEP at ZeRO-1/2 is read through its expert files; without them the folder is short.
     Fake autoep = fake_stage2(1);
-    model_of(autoep).autoep_zero3 = true;
-    EXPECT_NE(assemble_error(autoep).find("AutoEP"), std::string::npos);
+    checkpoint::AutoEpLayer layer;
+    layer.module_path = "m";
+    layer.expert_key_prefix = "m.experts";
+    layer.num_experts = layer.num_local_experts = layer.ep_size = 1;
+    model_of(autoep).autoep.layers = {layer};
+    EXPECT_NE(assemble_error(autoep).find("no layer_<L>_expert_<E>"), std::string::npos);
+    // The partition-native format needs ZeRO-3 partitions.
+    model_of(autoep).autoep.layers.front().zero3_partitioned = true;
+    EXPECT_NE(assemble_error(autoep).find("holds no ZeRO-3 partitions"), std::string::npos);
 
     Fake zero0 = fake_stage2(1);
     model_of(zero0).param_shapes.reset();
     EXPECT_NE(assemble_error(zero0).find("param_shapes is missing or None"), std::string::npos);
 
     Fake subgroups = fake_stage2(2);
-    for (std::size_t r = 0; r < 2; ++r)
-        optim_of(subgroups, r).subgroup_partition_counts = {2, 1};
-    EXPECT_NE(assemble_error(subgroups).find("AutoEP"), std::string::npos);
+    for (std::size_t r = 0; r < 2; ++r) {
+        optim_of(subgroups, r).partition_groups = {checkpoint::ZeroPartitionGroup{2, 0, {}, {}},
+                                                   checkpoint::ZeroPartitionGroup{1, 0, {}, {}}};
+    }
+    EXPECT_NE(assemble_error(subgroups).find("records no AutoEP layers"), std::string::npos);
 }
 
 TEST(CheckpointMeta, Stage3NeedsOneModelFilePerRank) {

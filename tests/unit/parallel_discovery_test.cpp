@@ -128,14 +128,14 @@ TEST(FileGrid, EveryInconsistencyNamesWhatIsMissing) {
     EXPECT_NE(grid_error({"mp_rank_00_model_states.pt", "expp_rank_0_mp_rank_00_optim_states.pt"})
                   .find("expert weights are missing"),
               std::string::npos);
-    // Stray names, no model file, ZeRO-3 with TP.
+    // Stray names, no model file, a ZeRO-3 TP rank without TP rank 00.
     EXPECT_NE(grid_error({"mp_rank_00_model_states.pt", "old_model_states.pt"})
                   .find("unrecognised checkpoint file name"),
               std::string::npos);
     EXPECT_NE(grid_error({"zero_pp_rank_0_mp_rank_00_optim_states.pt"}).find("no mp_rank_MM"),
               std::string::npos);
     EXPECT_NE(grid_error({"zero_pp_rank_0_mp_rank_01_model_states.pt"})
-                  .find("ZeRO-3 with tensor parallelism"),
+                  .find("zero_pp_rank_0_mp_rank_00_model_states.pt is missing"),
               std::string::npos);
     // Ignored names stay ignored.
     EXPECT_EQ(grid_error({"mp_rank_00_model_states.pt", "zero_to_fp32.py", "rng_state_0.pth"}), "");

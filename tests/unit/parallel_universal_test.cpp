@@ -363,7 +363,9 @@ TEST(ParallelUniversal, RefusalsSayWhy) {
         EXPECT_EQ(refusal(tp, options).first, std::nullopt);
     }
     {
-        // The SwiGLU weight described as a parameter_with_sub_params entry instead.
+        // The SwiGLU weight described as a parameter_with_sub_params entry instead: written with
+        // its sub_param_shape object, the count of the entry (universal checkpoint version 0.2)
+        // normalized to the sub-parameters' sizes as DeepSpeed's converter does.
         checkpoint::ParallelCheckpointMeta meta = tp;
         for (auto& rank : meta.ranks) {
             auto& info = *rank.model.extras.universal_info;
@@ -371,11 +373,24 @@ TEST(ParallelUniversal, RefusalsSayWhy) {
             checkpoint::SubParamsSpec spec;
             spec.patterns = {"language_model.encoder.layers.1.mlp.dense_h_to_4h"};
             spec.sub_count = 2;
+            spec.shape = {{checkpoint::SubParamShapeDim::Kind::kInt, {2}},
+                          {checkpoint::SubParamShapeDim::Kind::kInt, {-1}}};
             info.sub_params.push_back(spec);
         }
-        auto [kind, message] = refusal(meta);
-        EXPECT_EQ(kind, ErrorKind::kUnsupported);
-        EXPECT_NE(message.find("sub_param_shape"), std::string::npos) << message;
+        EXPECT_EQ(refusal(meta).first, std::nullopt) << refusal(meta).second;
+        const UniversalPlan plan = plan_parallel_universal(meta, {});
+        std::size_t objects = 0;
+        for (const UniversalParam& param : plan.params) {
+            if (!param.name.starts_with("language_model.encoder.layers.1.mlp.dense_h_to_4h"))
+                continue;
+            ASSERT_EQ(param.entries.size(), 1u) << param.name;
+            const SubParamShapeValue& value = *param.entries.front().object;
+            EXPECT_TRUE(value.shape_is_tuple);
+            EXPECT_EQ(value.shape.front().values.size(), 2u);
+            EXPECT_EQ(value.shape.front().values[0], value.shape.front().values[1]);
+            ++objects;
+        }
+        EXPECT_EQ(objects, 2u);  // weight and bias
     }
     {
         // Sub-parameters of recorded uneven widths: the loader's torch.chunk would cut them at
