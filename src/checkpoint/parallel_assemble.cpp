@@ -35,8 +35,7 @@ void check_recorded_degrees(const FileGrid& grid, const std::string& path,
         throw_input_error(path, "mp_world_size is " + std::to_string(model.mp_world_size) +
                                     " but the tag folder holds the model files of " +
                                     std::to_string(grid.mp_size()) + " model-parallel ranks (" +
-                                    (grid.is_zero3() ? "zero_pp_rank_D_mp_rank_MM"
-                                                     : "mp_rank_MM") +
+                                    (grid.is_zero3() ? "zero_pp_rank_D_mp_rank_MM" : "mp_rank_MM") +
                                     "_model_states.pt)");
     }
 }

@@ -11,21 +11,8 @@ std::optional<InputCheck> prepare_input_check(PhaseRunner& phases, const run::Ru
         return std::nullopt;
     InputCheck check;
     check.plan = run::plan_input_check(plan);
-    // Files in torch's legacy format have no CRCs at all: the plan's warnings say so
-    // (run/run_plan.hpp). Here, the zip records written with torch's CRC computation off.
-    std::vector<std::uint32_t> zip_records;
-    for (std::uint32_t r : check.plan.without_crc) {
-        if (!plan.tensors.records.at(r).format_has_no_crc)
-            zip_records.push_back(r);
-    }
-    if (!zip_records.empty()) {
-        const InputRecord& first = plan.tensors.records.at(zip_records.front());
-        phases.say(MessageLevel::kWarning,
-                   std::to_string(zip_records.size()) +
-                       " input record(s) carry no CRC-32 (written with torch's CRC computation "
-                       "off), so their bytes cannot be checked; the first: '" +
-                       plan.tensors.inputs.at(first.file).path + "': " + first.name);
-    }
+    if (std::optional<std::string> warning = run::unchecked_records_warning(plan, check.plan))
+        phases.say(MessageLevel::kWarning, *warning);
     return check;
 }
 

@@ -225,11 +225,8 @@ StateDictReader::StateDictReader(const std::filesystem::path& checkpoint, const 
         state.check = run::plan_input_check(state.plan);
         state.progress.emplace(*state.check, state.parts);
         state.piece_crcs.assign(state.check->pieces.size(), 0);
-        if (!state.check->without_crc.empty()) {
-            state.view.warnings.push_back(std::to_string(state.check->without_crc.size()) +
-                                          " input record(s) were written without CRC-32s (torch's "
-                                          "_set_crc32_options(False)) and are not checked");
-        }
+        if (auto warning = run::unchecked_records_warning(state.plan, *state.check))
+            state.view.warnings.push_back(std::move(*warning));
     }
     const std::size_t open_each =
         std::max<std::size_t>(io::InputFiles::default_capacity() / state.threads, 1);

@@ -33,9 +33,9 @@ const char* signal_name(int signal) noexcept;
 // conversion (the Python interpreter) may run another one.
 void clear_termination_signal() noexcept;
 
-// The dispositions of SIGTERM, SIGINT, SIGXFSZ and SIGPIPE when constructed, put back when destroyed: a
-// host process (the Python interpreter, whose Ctrl-C raises KeyboardInterrupt) keeps its own
-// handlers after a conversion installed the converter's.
+// The dispositions of SIGTERM, SIGINT, SIGXFSZ and SIGPIPE when constructed, put back when
+// destroyed: a host process (the Python interpreter, whose Ctrl-C raises KeyboardInterrupt) keeps
+// its own handlers after a conversion installed the converter's.
 class SavedSignalHandlers {
   public:
     SavedSignalHandlers() noexcept;

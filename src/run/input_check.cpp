@@ -132,6 +132,22 @@ std::uint64_t InputCheckPlan::extra_bytes() const noexcept {
     return bytes;
 }
 
+std::optional<std::string> unchecked_records_warning(const RunPlan& plan,
+                                                     const InputCheckPlan& check) {
+    std::vector<std::uint32_t> zip_records;
+    for (std::uint32_t r : check.without_crc) {
+        if (!plan.tensors.records.at(r).format_has_no_crc)
+            zip_records.push_back(r);
+    }
+    if (zip_records.empty())
+        return std::nullopt;
+    const InputRecord& first = plan.tensors.records.at(zip_records.front());
+    return std::to_string(zip_records.size()) +
+           " input record(s) carry no CRC-32 (written with torch's CRC computation off), so their "
+           "bytes cannot be checked; the first: '" +
+           plan.tensors.inputs.at(first.file).path + "': " + first.name;
+}
+
 InputCheckPlan plan_input_check(const RunPlan& plan) {
     const std::vector<InputRecord>& records = plan.tensors.records;
     std::vector<RecordState> state(records.size());

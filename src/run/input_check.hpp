@@ -24,6 +24,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -68,6 +69,12 @@ struct InputCheckPlan {
 };
 
 InputCheckPlan plan_input_check(const RunPlan& plan);
+
+// The warning a run gives once when some zip records it reads were written with torch's CRC
+// computation off (CRC 0), so their bytes cannot be checked; nullopt when there are none. Files
+// in torch's legacy format, which have no CRCs at all, are the plan's own warning (run_plan.cpp).
+std::optional<std::string> unchecked_records_warning(const RunPlan& plan,
+                                                     const InputCheckPlan& check);
 
 // A checked record whose pieces do not join into its CRC.
 struct FailedRecord {

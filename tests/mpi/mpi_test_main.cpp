@@ -1,6 +1,8 @@
 // gtest under MPI: every rank runs the same tests in the same order (the tests call collective
 // code), only rank 0 prints, and every rank exits non-zero when any rank saw a failure.
 #include <cstdint>
+#include <cstdlib>
+#include <filesystem>
 
 #include <gtest/gtest.h>
 #include <mpi.h>
@@ -14,6 +16,12 @@ int main(int argc, char** argv) {
     z2f::mpi::start_mpi_if_launched(&argc, &argv);
     ::testing::InitGoogleTest(&argc, argv);
     const z2f::mpi::Communicator world(MPI_COMM_WORLD);
+    // A named output folder (Z2F_MPI_OUTPUT_DIR, compared across rank counts and launchers) holds
+    // this run's outputs only: what an earlier build's tests left there is removed first.
+    if (const char* outputs = std::getenv("Z2F_MPI_OUTPUT_DIR");
+        outputs != nullptr && world.is_root())
+        std::filesystem::remove_all(outputs);
+    world.barrier();
     if (!world.is_root()) {
         ::testing::TestEventListeners& listeners = ::testing::UnitTest::GetInstance()->listeners();
         delete listeners.Release(listeners.default_result_printer());

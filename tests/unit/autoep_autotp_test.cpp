@@ -549,9 +549,10 @@ TEST(AutoTpUniversal, SubParamShapeAsDeepSpeedWritesIt) {
         output::layout_universal_tensor_file(path, universal.plan, fused->tensors[0], options);
     container::TorchFile theirs = container::TorchFile::open(newest("autotp_tp2_z1_ws2_fp32") +
                                                              "/ref/ds_to_universal/" + path);
+    ASSERT_NE(theirs.zip(), nullptr);
     io::File file = io::File::open_read(theirs.path());
-    const std::vector<std::byte> data_pkl = theirs.archive().read_record(
-        file, theirs.archive().require("data.pkl"), std::uint64_t{1} << 20);
+    const std::vector<std::byte> data_pkl =
+        theirs.zip()->read_record(file, theirs.zip()->require("data.pkl"), std::uint64_t{1} << 20);
     bool found = false;
     for (const output::FixedRegion& region : layout.fixed) {
         const auto& bytes = region.bytes;

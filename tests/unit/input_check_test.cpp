@@ -244,6 +244,24 @@ TEST(InputCheck, SkippedFilesReadNothingAndRecordsWithoutCrcAreListed) {
     EXPECT_TRUE(check.records.empty());
     EXPECT_TRUE(check.slot_ranges.empty());
     EXPECT_FALSE(check.without_crc.empty());
+    EXPECT_FALSE(unchecked_records_warning(plan, none).has_value());
+    std::optional<std::string> warning = unchecked_records_warning(without, check);
+    ASSERT_TRUE(warning.has_value());
+    EXPECT_EQ(warning->rfind(
+                  std::to_string(check.without_crc.size()) + " input record(s) carry no CRC-32", 0),
+              0u)
+        << *warning;
+    EXPECT_NE(
+        warning->find(
+            without.tensors.inputs.at(without.tensors.records.at(check.without_crc[0]).file).path),
+        std::string::npos)
+        << *warning;
+
+    // Legacy-format files have no CRCs at all: the plan says that once, this warning does not.
+    for (InputRecord& record : meta.records)
+        record.format_has_no_crc = true;
+    RunPlan legacy = build(meta, 2, options);
+    EXPECT_FALSE(unchecked_records_warning(legacy, plan_input_check(legacy)).has_value());
 }
 
 TEST(InputCheck, AFailedRecordNamesTheFileTheRecordAndItsTensors) {
