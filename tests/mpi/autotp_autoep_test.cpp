@@ -215,5 +215,40 @@ TEST(MpiAutoTpAutoEp, UniversalOutputIsDeepSpeedsAndReadsBack) {
     }
 }
 
+// --dry-run shows each layout's grid: its degrees and every file with its place in it.
+TEST(MpiAutoTpAutoEp, DryRunShowsEachGrid) {
+    struct Case {
+        const char* fixture;
+        std::uint32_t tp, dp, ep;
+        std::size_t files;
+        const char* role;  // a role of one of the files
+    };
+    const Case cases[] = {
+        {"autotp_tp2_z1_ws2_fp32", 2, 1, 1, 4, "ZeRO partition, TP rank 1, DP rank 0"},
+        {"autotp_tp2_z3_ws2_bf16", 2, 1, 1, 4, "ZeRO-3 partition, TP rank 1, DP rank 0"},
+        {"autoep_ep2_z1_ws2_fp32", 1, 2, 2, 11, "expert 3, MoE layer 1"},
+        {"autoep_ep2_z3_ws2_fp32", 1, 2, 2, 4, "ZeRO-3 partition, DP rank 1, EP rank 1"},
+    };
+    for (const Case& c : cases) {
+        SCOPED_TRACE(c.fixture);
+        const std::string out = fresh_output_dir("newest_dry_run_grid/" + std::string(c.fixture));
+        mpi_test::Outcome planned =
+            run_conversion(newest(c.fixture), out, [](Options& o) { o.dry_run = true; });
+        ASSERT_FALSE(planned.error) << planned.message;
+        EXPECT_FALSE(std::filesystem::exists(out + "/model.safetensors"));
+        ASSERT_TRUE(planned.result.plan.parallel.has_value());
+        const ConversionPlan::ParallelGrid& grid = *planned.result.plan.parallel;
+        EXPECT_EQ(grid.tp, c.tp);
+        EXPECT_EQ(grid.dp, c.dp);
+        EXPECT_EQ(grid.ep, c.ep);
+        EXPECT_TRUE(grid.zero);
+        ASSERT_EQ(grid.files.size(), c.files);
+        bool found = false;
+        for (const ConversionPlan::ParallelGrid::File& file : grid.files)
+            found = found || file.role.find(c.role) != std::string::npos;
+        EXPECT_TRUE(found) << "no file is \"" << c.role << "\"";
+    }
+}
+
 }  // namespace
 }  // namespace z2f
