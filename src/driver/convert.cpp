@@ -3,7 +3,7 @@
 //   record     (--verify, --resume) rank 0 reads OUT_DIR's run record: the options it was
 //              written with, which these runs keep
 //   discover   rank 0 finds the checkpoint's files and which reader they take; broadcast
-//   paths      rank 0 refuses output paths that are usage errors (output_path.hpp)
+//   paths      rank 0 refuses output paths that are usage errors (destination/path_rules.hpp)
 //   metadata   rank r interprets inputs r, r+P, ...; all-gathered; assembled on every rank
 //   plan       every rank computes the same RunPlan: tensors, files, layouts, owners
 //   verify     (--verify) every rank compares the files it would write; nothing is written
@@ -20,14 +20,14 @@
 #include <optional>
 
 #include "common/byte_size.hpp"
-#include "driver/execute_phase.hpp"
+#include "driver/destination/path_rules.hpp"
+#include "driver/destination/phases.hpp"
+#include "driver/destination/record_phase.hpp"
+#include "driver/execute/execute_phase.hpp"
+#include "driver/execute/replica_check.hpp"
 #include "driver/finish_phase.hpp"
 #include "driver/metadata_phase.hpp"
-#include "driver/output_path.hpp"
-#include "driver/output_phase.hpp"
 #include "driver/phase_runner.hpp"
-#include "driver/record_phase.hpp"
-#include "driver/replica_check.hpp"
 #include "driver/run_report.hpp"
 #include "driver/verify_phase.hpp"
 #include "io/signals.hpp"

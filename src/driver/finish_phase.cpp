@@ -2,9 +2,9 @@
 
 #include "checkpoint/discovery.hpp"
 #include "common/errors.hpp"
-#include "driver/output_dir.hpp"
-#include "driver/output_folder.hpp"
-#include "driver/run_manifest.hpp"
+#include "driver/destination/folders.hpp"
+#include "driver/destination/inspection.hpp"
+#include "driver/destination/run_record.hpp"
 #include "io/posix_file.hpp"
 
 namespace z2f::driver {

@@ -10,7 +10,7 @@
 #include <optional>
 #include <vector>
 
-#include "driver/executor.hpp"
+#include "driver/execute/executor.hpp"
 #include "driver/phase_runner.hpp"
 #include "run/input_check.hpp"
 

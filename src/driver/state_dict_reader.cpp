@@ -16,7 +16,7 @@
 
 #include "common/crc32.hpp"
 #include "common/errors.hpp"
-#include "driver/replica_check.hpp"
+#include "driver/execute/replica_check.hpp"
 #include "driver/thread_team.hpp"
 #include "io/dtype_convert.hpp"
 #include "io/input_files.hpp"

@@ -1,6 +1,6 @@
 // The input CRC check's side of a copy (run/input_check.hpp): the raw bytes a copier reads, as
 // they pass through its buffer, are folded into the CRC-32s of the check pieces they belong to.
-// Shared by both copiers (extent_copier.hpp, direct_copier.hpp).
+// Used by the copier (direct_copier.hpp) and the in-memory reader's filler (memory_filler.hpp).
 #pragma once
 
 #include <cstddef>

@@ -11,7 +11,7 @@
 //   tasks   [ task 0 (lead)    )[ task 1                              )
 //   parts     fixed, slot 0 [0, a)     slot 0 [a, end), fixed, slot 1, tail
 //
-// Pure: both executors (io::ExtentCopier and io::DirectCopier), the input check and --verify
+// Pure: the copy engine (io::DirectCopier), the input check, the in-memory reader and --verify
 // take their ranges from here.
 #pragma once
 

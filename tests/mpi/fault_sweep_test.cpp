@@ -27,7 +27,7 @@
 #include <gtest/gtest.h>
 #include <mpi.h>
 
-#include "driver/run_manifest.hpp"
+#include "driver/destination/run_record.hpp"
 #include "io/call_hook.hpp"
 #include "mpi_support.hpp"
 #include "output/hdf5_module.hpp"

@@ -6,9 +6,9 @@
 
 #include "common/errors.hpp"
 #include "common/name_list.hpp"
-#include "driver/output_path.hpp"
-#include "driver/output_shape.hpp"
-#include "driver/run_manifest.hpp"
+#include "driver/destination/path_rules.hpp"
+#include "driver/destination/recorded_options.hpp"
+#include "driver/destination/run_record.hpp"
 #include "support/test_files.hpp"
 
 namespace z2f {

@@ -10,7 +10,7 @@
 #include "checkpoint/file_grid.hpp"
 #include "checkpoint/parallel_assemble.hpp"
 #include "checkpoint/routing.hpp"
-#include "driver/replica_check.hpp"
+#include "driver/execute/replica_check.hpp"
 #include "plan/parallel_plan.hpp"
 #include "run/run_plan.hpp"
 #include "support/test_files.hpp"

@@ -1,11 +1,11 @@
-// What a task hands to the copy engine (driver/task_ranges.hpp), without any I/O: the pieces of
-// every task tile its byte range in file order with the right kinds, and the read spans of a
-// rank's tasks cover every byte its copies read.
-#include "driver/task_ranges.hpp"
+// What a task hands to the copy engine (driver/execute/task_ranges.hpp), without any I/O: the
+// pieces of every task tile its byte range in file order with the right kinds, and the read spans
+// of a rank's tasks cover every byte its copies read.
+#include "driver/execute/task_ranges.hpp"
 
 #include <gtest/gtest.h>
 
-#include "driver/task_copies.hpp"
+#include "driver/execute/task_copies.hpp"
 #include "support/fixture_plans.hpp"
 
 namespace z2f::driver {

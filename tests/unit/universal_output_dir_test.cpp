@@ -1,7 +1,7 @@
 // Where a universal checkpoint goes: the OUT_DIR-inside-the-checkpoint rule and its one
-// exception (driver/output_path), and the output-directory checks on its folder tree
-// (driver/output_folder, driver/output_dir): beside the original nothing but <tag>_universal/
-// and latest_universal is looked at, created or removed.
+// exception (driver/destination/path_rules), and the output-directory checks on its folder tree
+// (driver/destination/folders, driver/destination/inspection): beside the original nothing but
+// <tag>_universal/ and latest_universal is looked at, created or removed.
 #include <filesystem>
 #include <map>
 
@@ -9,10 +9,10 @@
 
 #include "checkpoint/assemble.hpp"
 #include "checkpoint/discovery.hpp"
-#include "driver/output_dir.hpp"
-#include "driver/output_folder.hpp"
-#include "driver/output_path.hpp"
-#include "driver/run_manifest.hpp"
+#include "driver/destination/folders.hpp"
+#include "driver/destination/inspection.hpp"
+#include "driver/destination/path_rules.hpp"
+#include "driver/destination/run_record.hpp"
 #include "run/run_plan.hpp"
 #include "support/test_files.hpp"
 #include "zero2fp32/error.hpp"

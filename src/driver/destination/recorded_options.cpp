@@ -1,4 +1,4 @@
-#include "driver/output_shape.hpp"
+#include "driver/destination/recorded_options.hpp"
 
 #include <algorithm>
 

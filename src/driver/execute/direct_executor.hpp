@@ -17,7 +17,7 @@
 
 #include <vector>
 
-#include "driver/executor.hpp"
+#include "driver/execute/executor.hpp"
 #include "io/direct_copier.hpp"
 
 namespace z2f::driver {

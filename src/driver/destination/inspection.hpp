@@ -6,10 +6,10 @@
 //     unless --overwrite (they will be replaced) or --resume (the manifest decides);
 //   - other files this format's naming could produce (e.g. the shards of an earlier run with
 //     another shard count), or any other file in the run's output folder (universal output,
-//     output_folder.hpp): stale outputs that would be mixed in; an error unless --overwrite;
+//     destination/folders.hpp): stale outputs that would be mixed in; an error unless --overwrite;
 //   - --resume: the run record must describe this run (same checkpoint, inputs and options;
-//     the options came from the record itself, record_phase.hpp): a record of another run, an
-//     unreadable one, or output files without any record are refused as usage errors naming
+//     the options came from the record itself, destination/record_phase.hpp): a record of another
+//     run, an unreadable one, or output files without any record are refused as usage errors naming
 //     what differs, since --resume never replaces another run's output (--overwrite does).
 //     Files the record vouches for (same name, size and header) are kept as they are; every
 //     other planned file is written again;
@@ -27,7 +27,7 @@
 #include <string>
 #include <vector>
 
-#include "driver/run_manifest.hpp"
+#include "driver/destination/run_record.hpp"
 #include "run/run_plan.hpp"
 #include "zero2fp32/result.hpp"
 

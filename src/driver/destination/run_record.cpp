@@ -1,11 +1,11 @@
-#include "driver/run_manifest.hpp"
+#include "driver/destination/run_record.hpp"
 
 #include <algorithm>
 
 #include <nlohmann/json.hpp>
 
 #include "common/byte_size.hpp"
-#include "driver/output_shape.hpp"
+#include "driver/destination/recorded_options.hpp"
 #include "zero2fp32/version.hpp"
 
 namespace z2f::driver {

@@ -1,6 +1,7 @@
 // The inspect and prepare phases, collective; nothing is written before they pass.
 //
-//   inspect   rank 0 looks at OUT_DIR (output_dir.hpp): conflicts, stale shards, the resume
+//   inspect   rank 0 looks at OUT_DIR (destination/inspection.hpp): conflicts, stale shards, the
+//   resume
 //             manifest, free space. The decision (which files are complete) is broadcast and
 //             applied to the plan on every rank. Under --dry-run nothing is refused: the
 //             decision says what the run would do with each existing file.
@@ -10,7 +11,7 @@
 
 #include <string>
 
-#include "driver/output_dir.hpp"
+#include "driver/destination/inspection.hpp"
 #include "driver/phase_runner.hpp"
 #include "run/run_plan.hpp"
 

@@ -1,4 +1,4 @@
-#include "driver/executor.hpp"
+#include "driver/execute/executor.hpp"
 
 #include <algorithm>
 #include <tuple>
@@ -6,8 +6,8 @@
 #include "common/crc32.hpp"
 #include "common/errors.hpp"
 #include "common/wire_codec.hpp"
-#include "driver/output_dir.hpp"
-#include "driver/task_copies.hpp"
+#include "driver/destination/inspection.hpp"
+#include "driver/execute/task_copies.hpp"
 #include "io/posix_file.hpp"
 
 namespace z2f::driver {

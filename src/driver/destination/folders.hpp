@@ -18,7 +18,8 @@
 
 namespace z2f::driver {
 
-// OUT_DIR/<output folder>/.zero2fp32-run.json (run_manifest.hpp), or OUT_DIR/.zero2fp32-run.json.
+// OUT_DIR/<output folder>/.zero2fp32-run.json (destination/run_record.hpp), or
+// OUT_DIR/.zero2fp32-run.json.
 std::string manifest_path(const run::RunPlan& plan, const std::string& output_dir);
 
 // Where a finished output's run record is, found from OUT_DIR alone (--verify knows no plan yet):

@@ -1,4 +1,4 @@
-#include "driver/task_ranges.hpp"
+#include "driver/execute/task_ranges.hpp"
 
 #include <algorithm>
 #include <unordered_map>

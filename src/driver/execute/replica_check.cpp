@@ -1,4 +1,4 @@
-#include "driver/replica_check.hpp"
+#include "driver/execute/replica_check.hpp"
 
 #include <algorithm>
 #include <cmath>

@@ -1,6 +1,6 @@
 // The execute and finalize phases, collective:
 //
-//   execute    every rank writes its tasks (executor.hpp); a failing rank tells every other
+//   execute    every rank writes its tasks (execute/executor.hpp); a failing rank tells every other
 //              rank at once (mpi/peer_channel), and every rank checks for such notices and
 //              for termination signals after each buffer of I/O; rank 0 aggregates progress
 //   finalize   the leads of files shared by several ranks append the CRC tails (from every

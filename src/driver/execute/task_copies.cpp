@@ -1,4 +1,4 @@
-#include "driver/task_copies.hpp"
+#include "driver/execute/task_copies.hpp"
 
 #include <algorithm>
 

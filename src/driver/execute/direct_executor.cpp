@@ -1,13 +1,13 @@
-#include "driver/direct_executor.hpp"
+#include "driver/execute/direct_executor.hpp"
 
 #include <algorithm>
 #include <deque>
 #include <unordered_map>
 
 #include "common/errors.hpp"
-#include "driver/output_dir.hpp"
-#include "driver/task_copies.hpp"
-#include "driver/task_ranges.hpp"
+#include "driver/destination/inspection.hpp"
+#include "driver/execute/task_copies.hpp"
+#include "driver/execute/task_ranges.hpp"
 #include "io/posix_file.hpp"
 
 namespace z2f::driver {

@@ -1,12 +1,12 @@
-#include "driver/execute_phase.hpp"
+#include "driver/execute/execute_phase.hpp"
 
 #include <algorithm>
 #include <optional>
 
 #include "common/errors.hpp"
 #include "common/wire_codec.hpp"
-#include "driver/direct_executor.hpp"
-#include "driver/executor.hpp"
+#include "driver/execute/direct_executor.hpp"
+#include "driver/execute/executor.hpp"
 #include "driver/input_check_phase.hpp"
 #include "io/input_files.hpp"
 #include "io/signals.hpp"

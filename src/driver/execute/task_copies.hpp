@@ -1,13 +1,13 @@
-// What a write task hands to a copy engine (io/extent_copier.hpp, io/direct_copier.hpp): the
-// copies of its slot parts, and the input check's extra reads; shared by both executors
-// (executor.hpp, direct_executor.hpp).
+// What a write task hands to the copy engine (io/direct_copier.hpp): the copies of its slot
+// parts, and the input check's extra reads (execute/direct_executor.hpp; the extra reads are the
+// execute phase's, execute/executor.hpp).
 #pragma once
 
 #include <cstdint>
 #include <string>
 #include <vector>
 
-#include "driver/executor.hpp"
+#include "driver/execute/executor.hpp"
 #include "io/direct_copier.hpp"
 #include "run/run_plan.hpp"
 #include "run/task_parts.hpp"
@@ -26,10 +26,9 @@ std::vector<const plan::WriteTask*> tasks_to_write(const run::RunPlan& plan, std
 // OUT_DIR/<file name>: where a complete file goes.
 std::string final_path(const std::string& output_dir, const run::OutputFileRecord& file);
 
-// This rank's check pieces that no copy reads, read with either copier's checksum().
-template <typename Copier>
-void read_extra_pieces(Copier& copier, std::uint32_t rank, InputCheck& check,
-                       const std::vector<InputRecord>& records) {
+// This rank's check pieces that no copy reads, read with the copier's checksum().
+inline void read_extra_pieces(io::DirectCopier& copier, std::uint32_t rank, InputCheck& check,
+                              const std::vector<InputRecord>& records) {
     for (std::size_t p = 0; p < check.plan.pieces.size(); ++p) {
         const run::CheckPiece& piece = check.plan.pieces[p];
         if (piece.rank == rank && piece.extra_read) {

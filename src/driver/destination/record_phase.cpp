@@ -1,12 +1,12 @@
-#include "driver/record_phase.hpp"
+#include "driver/destination/record_phase.hpp"
 
 #include <optional>
 
 #include "common/errors.hpp"
 #include "common/wire_codec.hpp"
-#include "driver/output_folder.hpp"
-#include "driver/output_shape.hpp"
-#include "driver/run_manifest.hpp"
+#include "driver/destination/folders.hpp"
+#include "driver/destination/recorded_options.hpp"
+#include "driver/destination/run_record.hpp"
 #include "io/posix_file.hpp"
 
 namespace z2f::driver {
@@ -54,7 +54,8 @@ bool adopt_run_record(PhaseRunner& phases, const std::string& checkpoint_dir,
         if (io::is_regular_file(path))
             manifest = decode_manifest(io::read_small_file(path, 64u << 20));
         if (!manifest) {
-            // --resume: the output-folder checks decide what its files are (output_dir.hpp).
+            // --resume: the output-folder checks decide what its files are
+            // (destination/inspection.hpp).
             if (options.verify)
                 phases.say(MessageLevel::kWarning, verify_without_record_note(output_dir, options));
             return;
@@ -69,7 +70,7 @@ bool adopt_run_record(PhaseRunner& phases, const std::string& checkpoint_dir,
         // --verify without -t: `latest` may have moved on since the conversion, so check the
         // recorded tag when CKPT_DIR holds it (CKPT_DIR may also be the tag folder itself).
         // Not --resume: a record of another tag than the one asked for is another run, refused
-        // by name (output_dir.hpp), never silently taken for this one.
+        // by name (destination/inspection.hpp), never silently taken for this one.
         if (options.verify && options.tag.empty() && !manifest->tag.empty() &&
             io::is_directory(checkpoint_dir + "/" + manifest->tag))
             effective.tag = manifest->tag;

@@ -1,6 +1,6 @@
-// What the execute phase shares between its ranks' work (direct_executor.hpp) and its
-// collective steps (execute_phase.hpp): where a rank writes, what it did (for the clean-up after
-// a failure), the input CRC check's pieces, and the files several ranks write.
+// What the execute phase shares between its ranks' work (execute/direct_executor.hpp) and its
+// collective steps (execute/execute_phase.hpp): where a rank writes, what it did (for the clean-up
+// after a failure), the input CRC check's pieces, and the files several ranks write.
 //
 // A file written by several tasks (ranks) is written under its temp name by each; its lead
 // finishes it once all ranks agree (finalize_shared_file): the CRC tail of a torch zip from

@@ -1,4 +1,4 @@
-#include "driver/output_dir.hpp"
+#include "driver/destination/inspection.hpp"
 
 #include <algorithm>
 #include <set>
@@ -7,7 +7,7 @@
 #include "common/byte_size.hpp"
 #include "common/crc32.hpp"
 #include "common/errors.hpp"
-#include "driver/output_folder.hpp"
+#include "driver/destination/folders.hpp"
 #include "io/posix_file.hpp"
 #include "zero2fp32/version.hpp"
 

@@ -1,7 +1,8 @@
 // The record phase, collective, before discovery: --verify and --resume continue what OUT_DIR's
-// run record (run_manifest.hpp) says was done, never what the command line's defaults would do.
+// run record (destination/run_record.hpp) says was done, never what the command line's defaults
+// would do.
 //
-// Rank 0 reads the record (output_folder.hpp finds it, in OUT_DIR or, for a universal
+// Rank 0 reads the record (destination/folders.hpp finds it, in OUT_DIR or, for a universal
 // checkpoint, in its folder). Its output-shaping options and its tag become the run's options on
 // every rank (broadcast): an option the caller chose that contradicts the record is a usage
 // error that shows the record's value. --verify also takes the recorded tag when -t is not
@@ -12,7 +13,7 @@
 //              so with the options it uses;
 //   --resume   without a record the run goes on with the command line's options; whether the
 //              record (or its absence) lets this run continue in OUT_DIR is decided once the
-//              plan is known (output_dir.hpp: a record of another run is refused).
+//              plan is known (destination/inspection.hpp: a record of another run is refused).
 #pragma once
 
 #include <string>

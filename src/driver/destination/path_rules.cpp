@@ -1,4 +1,4 @@
-#include "driver/output_path.hpp"
+#include "driver/destination/path_rules.hpp"
 
 #include <vector>
 

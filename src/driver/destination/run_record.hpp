@@ -10,8 +10,8 @@
 //     has the planned name, size and header bytes;
 //   - the tag folder, the tag, every input file with its size, and the output-shaping options
 //     one by one: `--verify` and `--resume` take the options from here instead of from the
-//     command line (record_phase.hpp), and `--resume` names what differs when the record is
-//     of another run;
+//     command line (destination/record_phase.hpp), and `--resume` names what differs when the
+//     record is of another run;
 //   - per planned output file its size and the length and CRC-32 of its header (the layout's
 //     first fixed region), and the index's name.
 // Input modification times are not recorded: a checkpoint rewritten in place with files of

@@ -1,4 +1,4 @@
-#include "driver/output_folder.hpp"
+#include "driver/destination/folders.hpp"
 
 #include <algorithm>
 #include <set>
@@ -6,8 +6,8 @@
 #include "checkpoint/discovery.hpp"
 #include "checkpoint/universal_discovery.hpp"
 #include "common/errors.hpp"
-#include "driver/output_dir.hpp"
-#include "driver/run_manifest.hpp"
+#include "driver/destination/inspection.hpp"
+#include "driver/destination/run_record.hpp"
 #include "io/posix_file.hpp"
 
 namespace z2f::driver {

@@ -1,4 +1,4 @@
-#include "driver/output_phase.hpp"
+#include "driver/destination/phases.hpp"
 
 #include "common/byte_size.hpp"
 #include "common/name_list.hpp"
