@@ -18,6 +18,7 @@
 #include "mpi_support.hpp"
 #include "support/built_formats.hpp"
 #include "support/expected_state.hpp"
+#include "support/format_outputs.hpp"
 #include "support/output_reader.hpp"
 #include "support/test_files.hpp"
 #include "support/universal_reference.hpp"
@@ -42,44 +43,9 @@ std::vector<ExpectedTensor> engine_weights(const std::string& fixture) {
     return testing::read_expected_state_dict(newest(fixture) + "/expected.pt");
 }
 
-// Every tensor of the Hugging Face output in `dir`, by name; a safetensors alias (recorded in
-// the metadata only) under its own name with its owner's bytes.
 std::vector<ExpectedTensor> read_outputs(const std::string& dir, OutputFormat format,
                                          const std::vector<ExpectedTensor>& expected) {
-    std::vector<ExpectedTensor> tensors;
-    if (format == OutputFormat::kHdf5) {
-        for (const ExpectedTensor& truth : expected) {
-            auto dataset = testing::read_hdf5_dataset(dir + "/model.h5", truth.name);
-            tensors.push_back({truth.name, truth.dtype, dataset.shape, dataset.bytes});
-        }
-        return tensors;
-    }
-    // Every shard's metadata names every alias.
-    std::map<std::string, std::string> aliases;
-    for (const std::string& name : testing::list_tree(dir)) {
-        if (format == OutputFormat::kSafetensors && name.ends_with(".safetensors")) {
-            testing::SafetensorsContent content = testing::read_safetensors(dir + "/" + name);
-            tensors.insert(tensors.end(), content.tensors.begin(), content.tensors.end());
-            for (const auto& [key, value] : content.metadata) {
-                if (key != "format")
-                    aliases.emplace(key, value);
-            }
-        } else if (format == OutputFormat::kTorch && name.ends_with(".bin")) {
-            auto part = testing::read_torch_state_dict(dir + "/" + name);
-            tensors.insert(tensors.end(), part.begin(), part.end());
-        }
-    }
-    for (const auto& [alias, owner] : aliases) {
-        const ExpectedTensor* target = testing::find_tensor(tensors, owner);
-        if (target == nullptr) {
-            ADD_FAILURE() << "alias " << alias << " of " << owner << ", which is in no file";
-            continue;
-        }
-        ExpectedTensor copy = *target;
-        copy.name = alias;
-        tensors.push_back(std::move(copy));
-    }
-    return tensors;
+    return testing::read_format_outputs_with_aliases(dir, format, expected);
 }
 
 void expect_engine_weights(const std::vector<ExpectedTensor>& ours,

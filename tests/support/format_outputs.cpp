@@ -1,5 +1,7 @@
 #include "support/format_outputs.hpp"
 
+#include <map>
+
 #include "io/dtype_convert.hpp"
 #include "support/output_reader.hpp"
 
@@ -27,6 +29,31 @@ std::vector<ExpectedTensor> read_format_outputs(const std::string& dir, OutputFo
         else if (format == OutputFormat::kTorch && name.ends_with(".bin"))
             part = read_torch_state_dict(dir + "/" + name);
         tensors.insert(tensors.end(), part.begin(), part.end());
+    }
+    return tensors;
+}
+
+std::vector<ExpectedTensor> read_format_outputs_with_aliases(
+    const std::string& dir, OutputFormat format, const std::vector<ExpectedTensor>& expected) {
+    std::vector<ExpectedTensor> tensors = read_format_outputs(dir, format, expected);
+    if (format != OutputFormat::kSafetensors)
+        return tensors;
+    std::map<std::string, std::string> aliases;
+    for (const std::string& name : list_tree(dir)) {
+        if (!name.ends_with(".safetensors"))
+            continue;
+        for (const auto& [key, value] : read_safetensors(dir + "/" + name).metadata) {
+            if (key != "format")
+                aliases.emplace(key, value);
+        }
+    }
+    for (const auto& [alias, owner] : aliases) {
+        const ExpectedTensor* target = find_tensor(tensors, owner);
+        if (target == nullptr)
+            continue;  // state_dict_differences says the alias is missing
+        ExpectedTensor copy = *target;
+        copy.name = alias;
+        tensors.push_back(std::move(copy));
     }
     return tensors;
 }

@@ -18,6 +18,7 @@ import torch
 DATA = Path(os.environ.get("Z2F_TEST_DATA", Path(__file__).resolve().parents[2] / "data"))
 DEEPSPEED = DATA / "deepspeed"
 NEWEST = DATA / "deepspeed-newest"
+GENERATED = DATA / "deepspeed-generated"
 PARALLEL = DATA / "deepspeed-parallel"
 UNIVERSAL = DATA / "universal"
 
@@ -25,6 +26,7 @@ UNIVERSAL = DATA / "universal"
 FIXTURES = sorted(p.name for p in DEEPSPEED.iterdir() if (p / "latest").is_file())
 PARALLEL_FIXTURES = sorted(p.name for p in PARALLEL.iterdir() if (p / "latest").is_file())
 NEWEST_FIXTURES = sorted(p.name for p in NEWEST.iterdir() if (p / "latest").is_file())
+GENERATED_FIXTURES = sorted(p.name for p in GENERATED.iterdir() if (p / "latest").is_file())
 
 _SAFETENSORS_DTYPES = {"F64": torch.float64, "F32": torch.float32, "F16": torch.float16,
                        "BF16": torch.bfloat16, "I64": torch.int64, "I32": torch.int32,

@@ -8,11 +8,11 @@ import pytest
 import torch
 
 import zero2fp32
-from conftest import (DEEPSPEED, FIXTURES, NEWEST, NEWEST_FIXTURES, PARALLEL, PARALLEL_FIXTURES,
-                      expected_state_dict, same_bits)
+from conftest import (DEEPSPEED, FIXTURES, GENERATED, GENERATED_FIXTURES, NEWEST, NEWEST_FIXTURES,
+                      PARALLEL, PARALLEL_FIXTURES, expected_state_dict, same_bits)
 
 FOLDERS = ([DEEPSPEED / f for f in FIXTURES] + [NEWEST / f for f in NEWEST_FIXTURES] +
-           [PARALLEL / f for f in PARALLEL_FIXTURES])
+           [PARALLEL / f for f in PARALLEL_FIXTURES] + [GENERATED / f for f in GENERATED_FIXTURES])
 
 
 @pytest.mark.parametrize("folder", FOLDERS, ids=lambda p: p.name)
