@@ -3,8 +3,8 @@
 //
 //   verify   (after planning from those options) rank 0 finds each planned file missing, of
 //            the wrong size, or present; every rank compares the present files' tasks it owns
-//            with the checkpoint (execute/executor.hpp, verify_tasks), and rank 0 the index. The
-//            findings are gathered on rank 0, which reports each file as intact, differs
+//            with the checkpoint (execute/direct_executor.hpp, verify_tasks), and rank 0 the index.
+//            The findings are gathered on rank 0, which reports each file as intact, differs
 //            (naming the tensors), truncated, too long or missing, and fails the run when any
 //            file is not intact.
 #pragma once

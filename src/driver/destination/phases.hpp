@@ -1,10 +1,9 @@
 // The inspect and prepare phases, collective; nothing is written before they pass.
 //
-//   inspect   rank 0 looks at OUT_DIR (destination/inspection.hpp): conflicts, stale shards, the
-//   resume
-//             manifest, free space. The decision (which files are complete) is broadcast and
-//             applied to the plan on every rank. Under --dry-run nothing is refused: the
-//             decision says what the run would do with each existing file.
+//   inspect   rank 0 looks at OUT_DIR (destination/inspection.hpp): conflicts, stale shards,
+//             the resume manifest, free space. The decision (which files are complete) is
+//             broadcast and applied to the plan on every rank. Under --dry-run nothing is refused:
+//             the decision says what the run would do with each existing file.
 //   prepare   rank 0 creates OUT_DIR, removes what --overwrite replaces, writes the manifest.
 // (--verify never comes here: it only reads, verify_phase.hpp.)
 #pragma once
