@@ -3,10 +3,8 @@
 #include <algorithm>
 
 #include "checkpoint/sequence_parallel.hpp"
-#include "checkpoint/states_reader.hpp"
 #include "checkpoint/universal_assemble.hpp"
 #include "common/errors.hpp"
-#include "container/torch_file.hpp"
 
 namespace z2f::checkpoint {
 namespace {
@@ -36,29 +34,6 @@ std::vector<InputFileSpec> checkpoint_inputs(const CheckpointFiles& files) {
     return inputs;
 }
 
-FileMeta read_file_meta(const InputFileSpec& input, std::uint32_t index) {
-    container::TorchFile file = container::TorchFile::open(input.path);
-    FileMeta meta;
-    meta.size = file.file_size();
-    switch (input.kind) {
-        case InputKind::kFirstModel:
-        case InputKind::kModelParallelRank:
-            meta.info = read_model_states(file, index, ModelFileScope::kFull);
-            break;
-        case InputKind::kOtherModel:
-            meta.info = read_model_states(file, index, ModelFileScope::kFrozenFragmentsOnly);
-            break;
-        case InputKind::kOptim:
-            meta.info = read_optim_states(file, index);
-            break;
-        case InputKind::kUniversalParam:
-            meta.info = read_universal_param(file, index);
-            break;
-    }
-    meta.records = file.located_records(index);
-    return meta;
-}
-
 CheckpointMeta assemble_checkpoint_meta(const CheckpointFiles& files, std::vector<FileMeta> metas) {
     if (files.universal) {
         return assemble_universal_meta(files, std::move(metas));
@@ -75,19 +50,20 @@ CheckpointMeta assemble_checkpoint_meta(const CheckpointFiles& files, std::vecto
         meta.input_sizes.push_back(metas[i].size);
         meta.records.insert(meta.records.end(), metas[i].records.begin(), metas[i].records.end());
         bool is_model = inputs[i].kind != InputKind::kOptim;
-        if (is_model != std::holds_alternative<ModelStatesInfo>(metas[i].info)) {
+        if (is_model != std::holds_alternative<ModelFile>(metas[i].info) ||
+            (!is_model && !std::holds_alternative<OptimFile>(metas[i].info))) {
             throw_internal_error("metadata kind does not match input " + inputs[i].path);
         }
         if (inputs[i].kind == InputKind::kFirstModel) {
-            meta.model = std::get<ModelStatesInfo>(std::move(metas[i].info));
+            meta.model = std::get<ModelFile>(std::move(metas[i].info)).states;
             meta.frozen_fragments_by_rank.push_back(meta.model.frozen_param_fragments);
             meta.autoep_by_rank.push_back(meta.model.autoep);
         } else if (inputs[i].kind == InputKind::kOtherModel) {
-            ModelStatesInfo other = std::get<ModelStatesInfo>(std::move(metas[i].info));
+            ModelStatesInfo other = std::get<ModelFile>(std::move(metas[i].info)).states;
             meta.frozen_fragments_by_rank.push_back(std::move(other.frozen_param_fragments));
             meta.autoep_by_rank.push_back(std::move(other.autoep));
         } else {
-            meta.optim.push_back(std::get<OptimStatesInfo>(std::move(metas[i].info)));
+            meta.optim.push_back(std::get<OptimFile>(std::move(metas[i].info)).states);
         }
     }
 

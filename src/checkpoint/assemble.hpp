@@ -2,10 +2,10 @@
 //
 // Input files are numbered: model files first (rank order), then optimizer files (rank order).
 // The first model file is read in full; other (stage-3) model files only for their frozen
-// fragments. `read_file_meta` interprets one input; `assemble_checkpoint_meta` combines all of
-// them and applies every whole-checkpoint check of docs/deepspeed-format.md §1.3, §9.2 and §10
-// that needs no tensor layout: world size against file counts, one layout and stage everywhere,
-// refusals of tensor/pipeline parallel, MoE, AutoEP, a missing param_shapes.
+// fragments. `read_file_meta` (file_meta.hpp) interprets one input; `assemble_checkpoint_meta`
+// combines all of them and applies every whole-checkpoint check of docs/deepspeed-format.md §1.3,
+// §9.2 and §10 that needs no tensor layout: world size against file counts, one layout and stage
+// everywhere, refusals of tensor/pipeline parallel, MoE, AutoEP, a missing param_shapes.
 #pragma once
 
 #include <cstdint>
@@ -14,34 +14,11 @@
 #include <vector>
 
 #include "checkpoint/checkpoint_meta.hpp"
+#include "checkpoint/file_meta.hpp"
 
 namespace z2f::checkpoint {
 
-enum class InputKind : std::uint8_t {
-    kFirstModel,
-    kOtherModel,
-    kOptim,
-    kUniversalParam,  // zero/<param>/fp32.pt of a universal checkpoint (universal_assemble.hpp)
-    // mp_rank_MM_model_states.pt (MM > 00) of a universal checkpoint of a tensor- or
-    // pipeline-parallel run: read whole, like the first (universal_assemble.hpp).
-    kModelParallelRank,
-};
-
-struct InputFileSpec {
-    std::string path;
-    InputKind kind = InputKind::kOptim;
-};
-
 std::vector<InputFileSpec> checkpoint_inputs(const CheckpointFiles& files);
-
-// The interpreted content of one input file.
-struct FileMeta {
-    std::uint64_t size = 0;
-    std::variant<ModelStatesInfo, OptimStatesInfo> info;
-    std::vector<InputRecord> records;  // the storage records the info's tensors lie in
-};
-
-FileMeta read_file_meta(const InputFileSpec& input, std::uint32_t index);
 
 // `metas` is indexed like checkpoint_inputs(files).
 CheckpointMeta assemble_checkpoint_meta(const CheckpointFiles& files, std::vector<FileMeta> metas);

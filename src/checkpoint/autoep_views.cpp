@@ -422,7 +422,7 @@ AutoEpViews autoep_views(const ParallelCheckpointMeta& meta) {
     whole.records = meta.records;
     whole.model = rank0.model.states;
     whole.frozen_fragments_by_rank.push_back(whole.model.frozen_param_fragments);
-    for (const ParallelOptimFile& optim : rank0.optim)
+    for (const OptimFile& optim : rank0.optim)
         whole.optim.push_back(optim.states);
     const OptimStatesInfo& first = whole.optim.front();
     whole.layout = first.layout;

@@ -1,14 +1,21 @@
-// The checkpoint's payloads between ranks, on the wire codec (common/wire_codec.hpp):
-//   - the discovered file list, broadcast by rank 0 (CheckpointFiles);
-//   - the interpreted metadata of each input file (FileMeta): rank r interprets files
-//     r, r+P, ... and every rank all-gathers the encoded results.
+// The checkpoint's payloads between ranks, on the wire codec (common/wire_codec.hpp), one codec
+// for every kind of input:
+//   - the discovered files, broadcast by rank 0: a data-parallel folder (CheckpointFiles) or a
+//     file grid (FileGrid);
+//   - the interpreted metadata of each input file (FileMeta, file_meta.hpp): rank r interprets
+//     inputs r, r+P, ... and every rank all-gathers the encoded results.
 //
-// Fields are written in declaration order of the structs in discovery.hpp and
-// checkpoint_meta.hpp; tensors as (file u32, dtype enum, shape dims, numel, offset, length); the
-// pickled-value graph of an optimizer file's global state as its nodes in order (kind, integer,
-// the double's bits, text, name, child indices as u32, via_newobj, has_state), every child index
-// below its node's own, then the kept entries (key, key node, value node) and param_groups; a
-// file's storage records last (file u32, offset u64, length u64, crc32 u32, name).
+// Fields are written in declaration order of the structs in discovery.hpp, file_grid.hpp,
+// checkpoint_meta.hpp, parallel_meta.hpp and file_meta.hpp. A FileMeta is its size (u64), a
+// kind byte (model, optimizer, state dict), the kind's content, then the file's storage records
+// (file u32, offset u64, length u64, crc32 u32, name, no-crc flag). Model content is the
+// ModelStatesInfo then its extras (universal_checkpoint_info, num_experts, plain-optimizer flag,
+// ZeRO-0 masters); optimizer content the OptimStatesInfo then its extras (param groups' names,
+// moe flags and slice mappings); a state dict its named tensors. Tensors are (file u32, dtype
+// enum, shape dims, numel, offset, length); a double is the u64 of its bits; the pickled-value
+// graph of an optimizer file's global state is its nodes in order (kind, integer, the double's
+// bits, text, name, child indices as u32, via_newobj, has_state), every child index below its
+// node's own, then the kept entries (key, key node, value node) and param_groups.
 // Decoding checks every length and enumerator: a malformed buffer is an internal error.
 #pragma once
 
@@ -16,7 +23,9 @@
 #include <span>
 #include <vector>
 
-#include "checkpoint/assemble.hpp"
+#include "checkpoint/discovery.hpp"
+#include "checkpoint/file_grid.hpp"
+#include "checkpoint/file_meta.hpp"
 #include "common/wire_codec.hpp"
 
 namespace z2f::checkpoint {
@@ -24,20 +33,11 @@ namespace z2f::checkpoint {
 std::vector<std::byte> encode_files(const CheckpointFiles& files);
 CheckpointFiles decode_files(std::span<const std::byte> bytes);
 
+std::vector<std::byte> encode_file_grid(const FileGrid& grid);
+FileGrid decode_file_grid(std::span<const std::byte> bytes);
+
 void encode_file_meta(const FileMeta& meta, WireWriter& out);
 // Decodes one FileMeta at the reader's position.
 FileMeta decode_file_meta(WireReader& in);
-
-// The pieces FileMeta is made of, for the payloads of parallel checkpoints
-// (parallel_meta_codec.hpp).
-void encode_model_states(const ModelStatesInfo& model, WireWriter& out);
-ModelStatesInfo decode_model_states(WireReader& in);
-void encode_optim_states(const OptimStatesInfo& optim, WireWriter& out);
-OptimStatesInfo decode_optim_states(WireReader& in);
-void encode_named_tensors(const std::vector<NamedTensor>& tensors, WireWriter& out);
-std::vector<NamedTensor> decode_named_tensors(WireReader& in);
-// A file's storage records: (file u32, offset u64, length u64, crc32 u32, name) each.
-void encode_records(const std::vector<InputRecord>& records, WireWriter& out);
-std::vector<InputRecord> decode_records(WireReader& in);
 
 }  // namespace z2f::checkpoint

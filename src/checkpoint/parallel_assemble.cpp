@@ -1,12 +1,8 @@
 #include "checkpoint/parallel_assemble.hpp"
 
 #include "checkpoint/assemble.hpp"
-#include "checkpoint/parallel_states_reader.hpp"
 #include "checkpoint/sequence_parallel.hpp"
-#include "checkpoint/states_reader.hpp"
-#include "checkpoint/zero0_masters.hpp"
 #include "common/errors.hpp"
-#include "container/torch_file.hpp"
 
 namespace z2f::checkpoint {
 namespace {
@@ -78,57 +74,32 @@ bool is_parallel_checkpoint(const FileGrid& grid) {
     return grid.mp_size() > 1 || grid.is_pipeline() || grid.has_experts();
 }
 
-std::vector<ParallelInputSpec> parallel_inputs(const FileGrid& grid) {
-    std::vector<ParallelInputSpec> inputs;
+std::vector<InputFileSpec> parallel_inputs(const FileGrid& grid) {
+    std::vector<InputFileSpec> inputs;
     for (const std::string& path : grid.model_files) {
-        inputs.push_back({path, ParallelInputKind::kModel});
+        inputs.push_back({path, InputKind::kGridModel});
     }
     for (const auto& by_dp : grid.optim_files) {
         for (const std::string& path : by_dp) {
-            inputs.push_back({path, ParallelInputKind::kOptim});
+            inputs.push_back({path, InputKind::kGridOptim});
         }
     }
     for (const LayerFile& layer : grid.layer_files) {
-        inputs.push_back({layer.path, ParallelInputKind::kStateDict});
+        inputs.push_back({layer.path, InputKind::kStateDict});
     }
     for (const ExpertFile& expert : grid.expert_files) {
-        inputs.push_back({expert.path, ParallelInputKind::kStateDict});
+        inputs.push_back({expert.path, InputKind::kStateDict});
     }
     for (const auto& by_dp : grid.zero3_model_files) {
         for (std::size_t d = 1; d < by_dp.size(); ++d) {
-            inputs.push_back({by_dp[d], ParallelInputKind::kModel});
+            inputs.push_back({by_dp[d], InputKind::kGridModel});
         }
     }
     return inputs;
 }
 
-ParallelFileMeta read_parallel_file_meta(const ParallelInputSpec& input, std::uint32_t index) {
-    container::TorchFile file = container::TorchFile::open(input.path);
-    ParallelFileMeta meta;
-    meta.size = file.file_size();
-    switch (input.kind) {
-        case ParallelInputKind::kModel: {
-            ParallelModelFile model{read_model_states(file, index, ModelFileScope::kFull),
-                                    read_parallel_model_extras(file)};
-            model.extras.zero0_masters = read_zero0_masters(file, model.states, index);
-            meta.info = std::move(model);
-            break;
-        }
-        case ParallelInputKind::kOptim:
-            meta.info =
-                ParallelOptimFile{read_optim_states(file, index), read_parallel_optim_extras(file)};
-            break;
-        case ParallelInputKind::kStateDict:
-            meta.info = read_state_dict_file(file, index);
-            break;
-    }
-    meta.records = file.located_records(index);
-    return meta;
-}
-
-ParallelCheckpointMeta assemble_parallel_meta(const FileGrid& grid,
-                                              std::vector<ParallelFileMeta> metas) {
-    std::vector<ParallelInputSpec> inputs = parallel_inputs(grid);
+ParallelCheckpointMeta assemble_parallel_meta(const FileGrid& grid, std::vector<FileMeta> metas) {
+    std::vector<InputFileSpec> inputs = parallel_inputs(grid);
     if (metas.size() != inputs.size()) {
         throw_internal_error("metadata of " + std::to_string(metas.size()) + " files for " +
                              std::to_string(inputs.size()) + " inputs");
@@ -150,7 +121,7 @@ ParallelCheckpointMeta assemble_parallel_meta(const FileGrid& grid,
     std::uint32_t next = 0;
     auto take = [&](auto tag) -> decltype(auto) {
         using T = decltype(tag);
-        ParallelFileMeta& file = metas[next];
+        FileMeta& file = metas[next];
         meta.inputs.push_back(inputs[next].path);
         meta.input_sizes.push_back(file.size);
         meta.records.insert(meta.records.end(), file.records.begin(), file.records.end());
@@ -167,13 +138,13 @@ ParallelCheckpointMeta assemble_parallel_meta(const FileGrid& grid,
         rank.stage = mp / grid.tp_degree;
         rank.tp_rank = mp % grid.tp_degree;
         rank.model_input = next;
-        rank.model = take(ParallelModelFile{});
+        rank.model = take(ModelFile{});
         meta.ranks.push_back(std::move(rank));
     }
     for (std::uint32_t mp = 0; mp < grid.optim_files.size(); ++mp) {
         for (std::size_t d = 0; d < grid.optim_files[mp].size(); ++d) {
             meta.ranks[mp].optim_inputs.push_back(next);
-            meta.ranks[mp].optim.push_back(take(ParallelOptimFile{}));
+            meta.ranks[mp].optim.push_back(take(OptimFile{}));
         }
     }
     for (const LayerFile& layer : grid.layer_files) {
@@ -187,7 +158,7 @@ ParallelCheckpointMeta assemble_parallel_meta(const FileGrid& grid,
     for (std::uint32_t mp = 0; mp < grid.zero3_model_files.size(); ++mp) {
         for (std::size_t d = 1; d < grid.zero3_model_files[mp].size(); ++d) {
             meta.ranks[mp].zero3_peer_inputs.push_back(next);
-            meta.ranks[mp].zero3_peers.push_back(take(ParallelModelFile{}));
+            meta.ranks[mp].zero3_peers.push_back(take(ModelFile{}));
         }
     }
 
@@ -269,11 +240,11 @@ ParallelCheckpointMeta assemble_parallel_meta(const FileGrid& grid,
 }
 
 ParallelCheckpointMeta read_parallel_checkpoint_meta(const FileGrid& grid) {
-    std::vector<ParallelInputSpec> inputs = parallel_inputs(grid);
-    std::vector<ParallelFileMeta> metas;
+    std::vector<InputFileSpec> inputs = parallel_inputs(grid);
+    std::vector<FileMeta> metas;
     metas.reserve(inputs.size());
     for (std::size_t i = 0; i < inputs.size(); ++i) {
-        metas.push_back(read_parallel_file_meta(inputs[i], static_cast<std::uint32_t>(i)));
+        metas.push_back(read_file_meta(inputs[i], static_cast<std::uint32_t>(i)));
     }
     return assemble_parallel_meta(grid, std::move(metas));
 }
@@ -309,15 +280,16 @@ CheckpointMeta data_parallel_meta(const ParallelCheckpointMeta& meta,
         }
         return records;
     };
-    metas.push_back(
-        {meta.input_sizes[rank.model_input], std::move(model), records_of(rank.model_input)});
+    metas.push_back({meta.input_sizes[rank.model_input], ModelFile{std::move(model), {}},
+                     records_of(rank.model_input)});
     for (std::size_t d = 0; d < rank.zero3_peers.size(); ++d) {
         const std::uint32_t input = rank.zero3_peer_inputs[d];
-        metas.push_back({meta.input_sizes[input], rank.zero3_peers[d].states, records_of(input)});
+        metas.push_back({meta.input_sizes[input], ModelFile{rank.zero3_peers[d].states, {}},
+                         records_of(input)});
     }
     for (std::size_t d = 0; d < rank.optim.size(); ++d) {
-        metas.push_back({meta.input_sizes[rank.optim_inputs[d]], rank.optim[d].states,
-                         records_of(rank.optim_inputs[d])});
+        metas.push_back({meta.input_sizes[rank.optim_inputs[d]],
+                         OptimFile{rank.optim[d].states, {}}, records_of(rank.optim_inputs[d])});
     }
     return assemble_checkpoint_meta(files, std::move(metas));
 }

@@ -16,26 +16,18 @@
 #include <string>
 #include <vector>
 
+#include "checkpoint/file_meta.hpp"
 #include "checkpoint/parallel_meta.hpp"
 
 namespace z2f::checkpoint {
-
-enum class ParallelInputKind : std::uint8_t { kModel, kOptim, kStateDict };
-
-struct ParallelInputSpec {
-    std::string path;
-    ParallelInputKind kind = ParallelInputKind::kModel;
-};
 
 // True when the grid is more than one data-parallel ZeRO checkpoint (several mp ranks, layer
 // files or expert files): those take this path, the rest discover_checkpoint's.
 bool is_parallel_checkpoint(const FileGrid& grid);
 
-std::vector<ParallelInputSpec> parallel_inputs(const FileGrid& grid);
-ParallelFileMeta read_parallel_file_meta(const ParallelInputSpec& input, std::uint32_t index);
+std::vector<InputFileSpec> parallel_inputs(const FileGrid& grid);
 // `metas` is indexed like parallel_inputs(grid).
-ParallelCheckpointMeta assemble_parallel_meta(const FileGrid& grid,
-                                              std::vector<ParallelFileMeta> metas);
+ParallelCheckpointMeta assemble_parallel_meta(const FileGrid& grid, std::vector<FileMeta> metas);
 // Reads every input in this process and assembles (tests, tools, single-rank runs).
 ParallelCheckpointMeta read_parallel_checkpoint_meta(const FileGrid& grid);
 

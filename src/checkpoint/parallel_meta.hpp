@@ -1,7 +1,7 @@
 // What the files of a tensor-, pipeline- or expert-parallel checkpoint say beyond the
 // data-parallel facts of checkpoint_meta.hpp (docs/parallel-checkpoints.md §2-§5). Like those
 // structs they hold names, shapes and byte ranges, never tensor bytes, and cross MPI through
-// parallel_meta_codec.hpp.
+// meta_codec.hpp (as parts of file_meta.hpp's FileMeta).
 #pragma once
 
 #include <cstdint>
@@ -119,35 +119,29 @@ struct StateDictInfo {
     friend bool operator==(const StateDictInfo&, const StateDictInfo&) = default;
 };
 
-struct ParallelModelFile {
+// A model or optimizer file of any checkpoint: the facts every reader needs, and the extras only
+// a file grid's inputs read (empty otherwise; file_meta.hpp).
+struct ModelFile {
     ModelStatesInfo states;
     ParallelModelExtras extras;
-    friend bool operator==(const ParallelModelFile&, const ParallelModelFile&) = default;
+    friend bool operator==(const ModelFile&, const ModelFile&) = default;
 };
-struct ParallelOptimFile {
+struct OptimFile {
     OptimStatesInfo states;
     ParallelOptimExtras extras;
-    friend bool operator==(const ParallelOptimFile&, const ParallelOptimFile&) = default;
-};
-
-// The interpreted content of one input of a parallel checkpoint.
-struct ParallelFileMeta {
-    std::uint64_t size = 0;
-    std::variant<ParallelModelFile, ParallelOptimFile, StateDictInfo> info;
-    std::vector<InputRecord> records;  // the storage records the info's tensors lie in
-    friend bool operator==(const ParallelFileMeta&, const ParallelFileMeta&) = default;
+    friend bool operator==(const OptimFile&, const OptimFile&) = default;
 };
 
 // One (stage, TP rank) of the grid: its model file and its ZeRO partitions.
 struct ModelParallelRank {
     std::uint32_t stage = 0;
     std::uint32_t tp_rank = 0;
-    ParallelModelFile model;
-    std::uint32_t model_input = 0;         // index into ParallelCheckpointMeta::inputs
-    std::vector<ParallelOptimFile> optim;  // data-parallel rank order; empty without ZeRO-1/2
+    ModelFile model;
+    std::uint32_t model_input = 0;  // index into ParallelCheckpointMeta::inputs
+    std::vector<OptimFile> optim;   // data-parallel rank order; empty without ZeRO-1/2
     std::vector<std::uint32_t> optim_inputs;
     // ZeRO-3: the model files of data-parallel ranks 1..DP-1 (their frozen fragments).
-    std::vector<ParallelModelFile> zero3_peers;
+    std::vector<ModelFile> zero3_peers;
     std::vector<std::uint32_t> zero3_peer_inputs;
 };
 

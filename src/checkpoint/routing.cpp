@@ -4,7 +4,6 @@
 
 #include "checkpoint/meta_codec.hpp"
 #include "checkpoint/natural_sort.hpp"
-#include "checkpoint/parallel_meta_codec.hpp"
 #include "checkpoint/sequence_parallel.hpp"
 #include "checkpoint/universal_discovery.hpp"
 #include "common/errors.hpp"

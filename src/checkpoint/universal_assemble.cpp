@@ -160,19 +160,20 @@ CheckpointMeta assemble_universal_meta(const CheckpointFiles& files, std::vector
         meta.input_sizes.push_back(metas[i].size);
         meta.records.insert(meta.records.end(), metas[i].records.begin(), metas[i].records.end());
         const bool is_model = inputs[i].kind != InputKind::kUniversalParam;
-        if (is_model != std::holds_alternative<ModelStatesInfo>(metas[i].info)) {
+        if (is_model != std::holds_alternative<ModelFile>(metas[i].info) ||
+            (!is_model && !std::holds_alternative<OptimFile>(metas[i].info))) {
             throw_internal_error("metadata kind does not match input " + inputs[i].path);
         }
         if (inputs[i].kind == InputKind::kFirstModel) {
-            meta.model = std::get<ModelStatesInfo>(std::move(metas[i].info));
+            meta.model = std::get<ModelFile>(std::move(metas[i].info)).states;
             meta.frozen_fragments_by_rank.push_back(meta.model.frozen_param_fragments);
         } else if (inputs[i].kind == InputKind::kModelParallelRank) {
-            ranks.push_back(std::get<ModelStatesInfo>(std::move(metas[i].info)));
+            ranks.push_back(std::get<ModelFile>(std::move(metas[i].info)).states);
         } else if (inputs[i].kind == InputKind::kOtherModel) {
             meta.frozen_fragments_by_rank.push_back(
-                std::get<ModelStatesInfo>(std::move(metas[i].info)).frozen_param_fragments);
+                std::get<ModelFile>(std::move(metas[i].info)).states.frozen_param_fragments);
         } else {
-            const auto& optim = std::get<OptimStatesInfo>(metas[i].info);
+            const OptimStatesInfo& optim = std::get<OptimFile>(metas[i].info).states;
             if (optim.layout != MasterLayout::kWholeParams || optim.master.size() != 1) {
                 throw_internal_error("universal parameter metadata of " + inputs[i].path);
             }

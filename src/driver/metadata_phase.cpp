@@ -4,7 +4,6 @@
 #include "checkpoint/discovery.hpp"
 #include "checkpoint/meta_codec.hpp"
 #include "checkpoint/parallel_assemble.hpp"
-#include "checkpoint/parallel_meta_codec.hpp"
 #include "driver/phase_runner.hpp"
 #include "mpi/agreement.hpp"
 
@@ -21,28 +20,27 @@ void throw_agreed_failure(const mpi::Agreement& agreement) {
 
 // The metadata of every input, read by rank r for inputs r, r+P, ... (zip directory and pickle,
 // never tensor bytes) and all-gathered through the metadata codec, on every rank in input
-// order. One gather for every kind of checkpoint: `read` interprets one input, `encode` and
-// `decode` are its codec.
-template <typename Meta, typename Spec, typename Read, typename Encode, typename Decode>
-std::vector<Meta> gather_file_metas(const mpi::Communicator& comm, const std::vector<Spec>& inputs,
-                                    Read read, Encode encode, Decode decode) {
+// order. One gather for every kind of checkpoint.
+std::vector<checkpoint::FileMeta> gather_file_metas(
+    const mpi::Communicator& comm, const std::vector<checkpoint::InputFileSpec>& inputs) {
     const auto ranks = static_cast<std::size_t>(comm.size());
     WireWriter mine;
     mpi::Outcome outcome = mpi::capture([&] {
         for (auto i = static_cast<std::size_t>(comm.rank()); i < inputs.size(); i += ranks) {
             throw_if_interrupted();
-            encode(read(inputs[i], static_cast<std::uint32_t>(i)), mine);
+            checkpoint::encode_file_meta(
+                checkpoint::read_file_meta(inputs[i], static_cast<std::uint32_t>(i)), mine);
         }
     });
     mpi::Agreement agreement = mpi::agree(comm, outcome);
     if (!agreement.ok)
         throw_agreed_failure(agreement);
     std::vector<std::vector<std::byte>> all = comm.all_gather(mine.bytes());
-    std::vector<Meta> metas(inputs.size());
+    std::vector<checkpoint::FileMeta> metas(inputs.size());
     for (std::size_t rank = 0; rank < all.size(); ++rank) {
         WireReader in(all[rank], "file metadata");
         for (std::size_t i = rank; i < inputs.size(); i += ranks)
-            metas[i] = decode(in);
+            metas[i] = checkpoint::decode_file_meta(in);
         in.expect_end();
     }
     return metas;
@@ -71,21 +69,17 @@ checkpoint::DiscoveredCheckpoint discover(const mpi::Communicator& comm,
 
 run::CheckpointMetadata read_checkpoint_metadata(const mpi::Communicator& comm,
                                                  const checkpoint::DiscoveredCheckpoint& found) {
+    const auto* grid = std::get_if<checkpoint::FileGrid>(&found.files);
+    const auto* files = std::get_if<checkpoint::CheckpointFiles>(&found.files);
+    std::vector<checkpoint::FileMeta> metas =
+        gather_file_metas(comm, grid != nullptr ? checkpoint::parallel_inputs(*grid)
+                                                : checkpoint::checkpoint_inputs(*files));
     run::CheckpointMetadata metadata;
     metadata.tp_rules_text = found.tp_rules_text;
-    if (const auto* grid = std::get_if<checkpoint::FileGrid>(&found.files)) {
-        metadata.meta = checkpoint::assemble_parallel_meta(
-            *grid,
-            gather_file_metas<checkpoint::ParallelFileMeta>(
-                comm, checkpoint::parallel_inputs(*grid), checkpoint::read_parallel_file_meta,
-                checkpoint::encode_parallel_file_meta, checkpoint::decode_parallel_file_meta));
-    } else {
-        const auto& files = std::get<checkpoint::CheckpointFiles>(found.files);
-        metadata.meta = checkpoint::assemble_checkpoint_meta(
-            files, gather_file_metas<checkpoint::FileMeta>(
-                       comm, checkpoint::checkpoint_inputs(files), checkpoint::read_file_meta,
-                       checkpoint::encode_file_meta, checkpoint::decode_file_meta));
-    }
+    if (grid != nullptr)
+        metadata.meta = checkpoint::assemble_parallel_meta(*grid, std::move(metas));
+    else
+        metadata.meta = checkpoint::assemble_checkpoint_meta(*files, std::move(metas));
     return metadata;
 }
 

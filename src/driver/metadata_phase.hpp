@@ -2,10 +2,10 @@
 //
 //   discover   rank 0 lists the tag folder, decides which reader it takes
 //              (checkpoint/routing.hpp), reads a --tp-rules file, and broadcasts all of it
-//   metadata   rank r interprets inputs r, r+P, ... (zip directory + pickle, never tensor
-//              bytes); one gather brings every input's encoded metadata to every rank, where
-//              the reader discovery chose assembles it (data-parallel: meta_codec,
-//              assemble_checkpoint_meta; parallel: parallel_meta_codec, assemble_parallel_meta)
+//   metadata   rank r interprets inputs r, r+P, ... (checkpoint/file_meta.hpp: zip directory +
+//              pickle, never tensor bytes); one gather brings every input's FileMeta to every
+//              rank (checkpoint/meta_codec.hpp), where the assembly of the kind discovery chose
+//              cross-checks them (assemble_checkpoint_meta or assemble_parallel_meta)
 //
 // Both throw the same error on every rank, after every rank has agreed that something failed
 // (every failing file is named), so they can run inside a PhaseRunner phase.

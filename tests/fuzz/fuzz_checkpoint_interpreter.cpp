@@ -274,7 +274,7 @@ void plan_checkpoint(const std::string& model_path, const FileReading& model_fil
         for (checkpoint::NamedTensor& named : info.frozen_param_fragments) {
             named.tensor.file = static_cast<std::uint32_t>(i);
         }
-        meta.info = std::move(info);
+        meta.info = checkpoint::ModelFile{std::move(info), {}};
         metas.push_back(std::move(meta));
     }
     for (std::size_t r = 0; r < static_cast<std::size_t>(world); ++r) {
@@ -284,7 +284,7 @@ void plan_checkpoint(const std::string& model_path, const FileReading& model_fil
         for (checkpoint::TensorRef& ref : info.master) {
             ref.file = static_cast<std::uint32_t>(model_count + r);
         }
-        meta.info = std::move(info);
+        meta.info = checkpoint::OptimFile{std::move(info), {}};
         metas.push_back(std::move(meta));
     }
 
@@ -327,25 +327,25 @@ void plan_tensor_parallel(const std::string& model_path, const FileReading& mode
         grid.optim_files.assign(2, std::vector<std::string>(world, optim_path));
     }
     grid.tp_degree = 2;
-    std::vector<checkpoint::ParallelFileMeta> metas;
+    std::vector<checkpoint::FileMeta> metas;
     for (std::uint32_t mp = 0; mp < 2; ++mp) {
-        checkpoint::ParallelModelFile model{*model_file.model, *model_file.model_extras};
+        checkpoint::ModelFile model{*model_file.model, *model_file.model_extras};
         for (checkpoint::NamedTensor& named : model.states.module_tensors) {
             named.tensor.file = mp;
         }
         for (checkpoint::NamedTensor& named : model.states.frozen_param_fragments) {
             named.tensor.file = mp;
         }
-        checkpoint::ParallelFileMeta& meta = metas.emplace_back();
+        checkpoint::FileMeta& meta = metas.emplace_back();
         meta.size = model_file.size;
         meta.info = std::move(model);
     }
     for (std::uint32_t i = 0; i < 2 * world; ++i) {
-        checkpoint::ParallelOptimFile optim{*optim_file.optim, *optim_file.optim_extras};
+        checkpoint::OptimFile optim{*optim_file.optim, *optim_file.optim_extras};
         for (checkpoint::TensorRef& ref : optim.states.master) {
             ref.file = 2 + i;
         }
-        checkpoint::ParallelFileMeta& meta = metas.emplace_back();
+        checkpoint::FileMeta& meta = metas.emplace_back();
         meta.size = optim_file.size;
         meta.info = std::move(optim);
     }

@@ -1,5 +1,6 @@
 // libFuzzer target: the wire codec (src/common/wire_codec.hpp) and every payload decoded with it
-// between ranks: the file list, per-file metadata (data-parallel and parallel layouts), the
+// between ranks: the file list, per-file metadata (one codec for every layout; selectors 1 and 2
+// both take it, 2 being the grid inputs' own before there was one), the
 // file grid, phase outcomes, discovery's routed payload (checkpoint/routing.hpp).
 //
 // The first input byte chooses the payload, the rest is decoded. Payloads only ever come from
@@ -10,7 +11,6 @@
 #include <cstdint>
 
 #include "checkpoint/meta_codec.hpp"
-#include "checkpoint/parallel_meta_codec.hpp"
 #include "checkpoint/routing.hpp"
 #include "fuzz_support.hpp"
 #include "mpi/agreement.hpp"
@@ -50,6 +50,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
             });
             break;
         case 1:
+        case 2:  // the selector of grid inputs before the two codecs became one
             decode_guarded([&] {
                 WireReader in(payload, "file metadata");
                 WireWriter out;
@@ -57,17 +58,6 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
                     checkpoint::encode_file_meta(checkpoint::decode_file_meta(in), out);
                 fuzz::expect(out.bytes() == copy_of(payload), kTarget,
                              "file metadata does not encode back to its bytes");
-            });
-            break;
-        case 2:
-            decode_guarded([&] {
-                WireReader in(payload, "parallel file metadata");
-                WireWriter out;
-                while (!in.at_end())
-                    checkpoint::encode_parallel_file_meta(checkpoint::decode_parallel_file_meta(in),
-                                                          out);
-                fuzz::expect(out.bytes() == copy_of(payload), kTarget,
-                             "parallel file metadata does not encode back to its bytes");
             });
             break;
         case 3:

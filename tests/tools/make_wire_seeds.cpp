@@ -13,7 +13,6 @@
 #include "checkpoint/file_grid.hpp"
 #include "checkpoint/meta_codec.hpp"
 #include "checkpoint/parallel_assemble.hpp"
-#include "checkpoint/parallel_meta_codec.hpp"
 #include "checkpoint/routing.hpp"
 #include "mpi/agreement.hpp"
 
@@ -62,11 +61,10 @@ int main(int argc, char** argv) {
             auto inputs = checkpoint::parallel_inputs(grid);
             WireWriter metas;
             for (std::size_t i = 0; i < inputs.size(); ++i) {
-                checkpoint::encode_parallel_file_meta(
-                    checkpoint::read_parallel_file_meta(inputs[i], static_cast<std::uint32_t>(i)),
-                    metas);
+                checkpoint::encode_file_meta(
+                    checkpoint::read_file_meta(inputs[i], static_cast<std::uint32_t>(i)), metas);
             }
-            write_seed(out, 2, metas.bytes());
+            write_seed(out, 1, metas.bytes());
             checkpoint::DiscoveredCheckpoint found = checkpoint::discover_any_checkpoint(dir, "");
             found.tp_rules_text = R"({"default": "column", "rules": {"x\\.": "row"}})";
             write_seed(out, 5, checkpoint::encode_discovered(found));

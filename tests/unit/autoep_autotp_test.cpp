@@ -16,7 +16,6 @@
 #include "checkpoint/file_grid.hpp"
 #include "checkpoint/meta_codec.hpp"
 #include "checkpoint/parallel_assemble.hpp"
-#include "checkpoint/parallel_meta_codec.hpp"
 #include "checkpoint/states_reader.hpp"
 #include "container/torch_file.hpp"
 #include "output/universal_layout.hpp"
@@ -245,15 +244,15 @@ TEST(AutoEpMeta, CodecRoundTripsTheNewFixtures) {
         EXPECT_EQ(decoded.model_files, grid.model_files) << name;
         auto inputs = checkpoint::parallel_inputs(grid);
         WireWriter out;
-        std::vector<checkpoint::ParallelFileMeta> originals;
+        std::vector<checkpoint::FileMeta> originals;
         for (std::size_t i = 0; i < inputs.size(); ++i) {
             originals.push_back(
-                checkpoint::read_parallel_file_meta(inputs[i], static_cast<std::uint32_t>(i)));
-            checkpoint::encode_parallel_file_meta(originals.back(), out);
+                checkpoint::read_file_meta(inputs[i], static_cast<std::uint32_t>(i)));
+            checkpoint::encode_file_meta(originals.back(), out);
         }
         WireReader in(out.bytes(), "test");
-        for (const checkpoint::ParallelFileMeta& original : originals)
-            EXPECT_EQ(checkpoint::decode_parallel_file_meta(in), original) << name;
+        for (const checkpoint::FileMeta& original : originals)
+            EXPECT_EQ(checkpoint::decode_file_meta(in), original) << name;
         EXPECT_TRUE(in.at_end());
     }
     const checkpoint::CheckpointFiles files =

@@ -23,7 +23,7 @@ Fake fake_stage2(std::uint32_t world) {
     checkpoint::ModelStatesInfo model;
     model.has_buffer_names = true;
     model.param_shapes = std::vector<std::vector<checkpoint::NamedShape>>{{{"w", {8}}}};
-    fake.metas.push_back({100, model, {}});
+    fake.metas.push_back({100, checkpoint::ModelFile{model, {}}, {}});
     for (std::uint32_t r = 0; r < world; ++r) {
         fake.files.optim_files.push_back("/ckpt/global_step1/zero_pp_rank_" + std::to_string(r) +
                                          "_mp_rank_00_optim_states.pt");
@@ -32,17 +32,17 @@ Fake fake_stage2(std::uint32_t world) {
         optim.zero_stage = 2;
         optim.partition_count = {world};
         optim.master = {partition(8 / world)};
-        fake.metas.push_back({100, optim, {}});
+        fake.metas.push_back({100, checkpoint::OptimFile{optim, {}}, {}});
     }
     return fake;
 }
 
 checkpoint::ModelStatesInfo& model_of(Fake& fake) {
-    return std::get<checkpoint::ModelStatesInfo>(fake.metas[0].info);
+    return std::get<checkpoint::ModelFile>(fake.metas[0].info).states;
 }
 checkpoint::OptimStatesInfo& optim_of(Fake& fake, std::size_t rank) {
-    return std::get<checkpoint::OptimStatesInfo>(
-        fake.metas[fake.files.model_files.size() + rank].info);
+    return std::get<checkpoint::OptimFile>(fake.metas[fake.files.model_files.size() + rank].info)
+        .states;
 }
 
 std::string assemble_error(Fake fake, ErrorKind* kind = nullptr) {

@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include "checkpoint/assemble.hpp"
 #include "checkpoint/discovery.hpp"
 #include "common/errors.hpp"
 #include "support/test_files.hpp"
@@ -53,7 +54,7 @@ TEST(MetaCodec, EveryTruncationIsAnInternalError) {
     OptimStatesInfo optim;
     optim.partition_count = {4};
     optim.master.push_back(TensorRef{3, DType::kF32, {10}, 10, 64, 40});
-    meta.info = optim;
+    meta.info = OptimFile{optim, {}};
     WireWriter out;
     encode_file_meta(meta, out);
     for (std::size_t cut = 0; cut < out.bytes().size(); ++cut) {
@@ -77,7 +78,7 @@ TEST(MetaCodec, OutOfRangeEnumeratorsAreRefused) {
     FileMeta meta;
     OptimStatesInfo optim;
     optim.master.push_back(TensorRef{0, DType::kF32, {1}, 1, 0, 4});
-    meta.info = optim;
+    meta.info = OptimFile{optim, {}};
     WireWriter out;
     encode_file_meta(meta, out);
     std::vector<std::byte> bytes = out.take();
@@ -115,7 +116,7 @@ OptimStatesInfo optim_with_state() {
 
 TEST(MetaCodec, RoundTripsTheOptimizerState) {
     FileMeta meta;
-    meta.info = optim_with_state();
+    meta.info = OptimFile{optim_with_state(), {}};
     WireWriter out;
     encode_file_meta(meta, out);
     WireReader in(out.bytes(), "test");
@@ -131,7 +132,7 @@ TEST(MetaCodec, PickledNodesReferOnlyToEarlierNodes) {
     FileMeta meta;
     OptimStatesInfo optim = optim_with_state();
     optim.global_state.graph.nodes[0].children = {2};  // a forward (possibly cyclic) reference
-    meta.info = optim;
+    meta.info = OptimFile{optim, {}};
     WireWriter out;
     encode_file_meta(meta, out);
     WireReader in(out.bytes(), "test");

@@ -269,7 +269,7 @@ TEST(ParallelPlan, TiedPipelineWeightWrittenOnceAndChecked) {
         rank.model.states.shared_params.emplace();
         rank.model.states.param_shapes = shapes[s];
         rank.model.states.mp_world_size = 2;
-        checkpoint::ParallelOptimFile optim;
+        checkpoint::OptimFile optim;
         optim.states.zero_stage = 1;
         optim.states.partition_count = {1};
         optim.states.master = {f32_ref(2 + s, s == 0 ? 11 : 13, 64)};

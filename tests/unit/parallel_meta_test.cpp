@@ -2,8 +2,8 @@
 // the wire codec.
 #include <gtest/gtest.h>
 
+#include "checkpoint/meta_codec.hpp"
 #include "checkpoint/parallel_assemble.hpp"
-#include "checkpoint/parallel_meta_codec.hpp"
 #include "zero2fp32/error.hpp"
 
 namespace z2f::checkpoint {
@@ -16,9 +16,8 @@ std::string fixture(const std::string& name) {
 TEST(ParallelMeta, UniversalCheckpointInfoAndNamespaceArgs) {
     FileGrid grid = discover_file_grid(fixture("tp2_dp2_z1_fp32"), "");
     // `args` is an argparse.Namespace: it loads as an inert object.
-    ParallelFileMeta meta =
-        read_parallel_file_meta({grid.model_files[1], ParallelInputKind::kModel}, 1);
-    const auto& model = std::get<ParallelModelFile>(meta.info);
+    FileMeta meta = read_file_meta({grid.model_files[1], InputKind::kGridModel}, 1);
+    const auto& model = std::get<ModelFile>(meta.info);
     ASSERT_TRUE(model.extras.universal_info.has_value());
     const UniversalCheckpointInfo& info = *model.extras.universal_info;
     EXPECT_DOUBLE_EQ(info.version, 0.2);
@@ -34,9 +33,8 @@ TEST(ParallelMeta, UniversalCheckpointInfoAndNamespaceArgs) {
 
 TEST(ParallelMeta, SliceMappingsAndMoeGroups) {
     FileGrid grid = discover_file_grid(fixture("moe_ep2_dp2_z2_fp32"), "");
-    ParallelFileMeta meta =
-        read_parallel_file_meta({grid.optim_files[0][2], ParallelInputKind::kOptim}, 3);
-    const auto& optim = std::get<ParallelOptimFile>(meta.info);
+    FileMeta meta = read_file_meta({grid.optim_files[0][2], InputKind::kGridOptim}, 3);
+    const auto& optim = std::get<OptimFile>(meta.info);
     EXPECT_EQ(optim.states.partition_count, (std::vector<std::int64_t>{4, 2}));
     ASSERT_EQ(optim.extras.groups.size(), 2u);
     EXPECT_EQ(optim.extras.groups[0].name, "dense-params");
@@ -57,14 +55,14 @@ TEST(ParallelMeta, CodecRoundTripsEveryFixtureFile) {
         EXPECT_EQ(decoded_grid.optim_files, grid.optim_files);
         auto inputs = parallel_inputs(grid);
         WireWriter out;
-        std::vector<ParallelFileMeta> originals;
+        std::vector<FileMeta> originals;
         for (std::size_t i = 0; i < inputs.size(); ++i) {
-            originals.push_back(read_parallel_file_meta(inputs[i], static_cast<std::uint32_t>(i)));
-            encode_parallel_file_meta(originals.back(), out);
+            originals.push_back(read_file_meta(inputs[i], static_cast<std::uint32_t>(i)));
+            encode_file_meta(originals.back(), out);
         }
         WireReader in(out.bytes(), "test");
-        for (const ParallelFileMeta& original : originals) {
-            EXPECT_EQ(decode_parallel_file_meta(in), original) << name;
+        for (const FileMeta& original : originals) {
+            EXPECT_EQ(decode_file_meta(in), original) << name;
         }
         EXPECT_TRUE(in.at_end());
         // A truncated payload is an internal error, never a crash.
@@ -73,7 +71,7 @@ TEST(ParallelMeta, CodecRoundTripsEveryFixtureFile) {
         EXPECT_THROW(
             {
                 for (std::size_t i = 0; i < originals.size(); ++i)
-                    decode_parallel_file_meta(short_in);
+                    decode_file_meta(short_in);
             },
             Error);
     }
@@ -82,15 +80,15 @@ TEST(ParallelMeta, CodecRoundTripsEveryFixtureFile) {
 TEST(ParallelMeta, RecordedDegreesMustMatchTheGrid) {
     FileGrid grid = discover_file_grid(fixture("tp2_dp2_z1_fp32"), "");
     auto inputs = parallel_inputs(grid);
-    std::vector<ParallelFileMeta> metas;
+    std::vector<FileMeta> metas;
     for (std::size_t i = 0; i < inputs.size(); ++i) {
-        metas.push_back(read_parallel_file_meta(inputs[i], static_cast<std::uint32_t>(i)));
+        metas.push_back(read_file_meta(inputs[i], static_cast<std::uint32_t>(i)));
     }
     auto wrong = metas;
-    std::get<ParallelModelFile>(wrong[0].info).states.tp_degree = 4;
+    std::get<ModelFile>(wrong[0].info).states.tp_degree = 4;
     EXPECT_THROW(assemble_parallel_meta(grid, wrong), Error);
     wrong = metas;
-    std::get<ParallelModelFile>(wrong[1].info).extras.universal_info->row_parallel.clear();
+    std::get<ModelFile>(wrong[1].info).extras.universal_info->row_parallel.clear();
     EXPECT_THROW(assemble_parallel_meta(grid, wrong), Error);
     EXPECT_NO_THROW(assemble_parallel_meta(grid, metas));
 }

@@ -269,7 +269,7 @@ checkpoint::ParallelCheckpointMeta tied_pipeline_meta(bool bf16) {
         rank.model.states.shared_params.emplace();
         rank.model.states.param_shapes = shapes[s];
         rank.model.states.mp_world_size = 2;
-        checkpoint::ParallelOptimFile optim;
+        checkpoint::OptimFile optim;
         optim.states.layout =
             bf16 ? checkpoint::MasterLayout::kPaddedGroups : checkpoint::MasterLayout::kFlatGroups;
         optim.states.zero_stage = bf16 ? -1 : 1;

@@ -225,7 +225,7 @@ TEST(UniversalInput, ModelParallelRanksAreChecked) {
         for (std::size_t i = 0; i < inputs.size(); ++i)
             metas.push_back(read_file_meta(inputs[i], static_cast<std::uint32_t>(i)));
         EXPECT_EQ(inputs[1].kind, InputKind::kModelParallelRank);
-        auto& model = std::get<ModelStatesInfo>(metas[0].info);
+        auto& model = std::get<ModelFile>(metas[0].info).states;
         NamedTensor frozen = model.module_tensors.front();
         frozen.name = "language_model.frozen_table.weight";
         model.module_tensors.push_back(frozen);
