@@ -9,8 +9,6 @@
 namespace z2f::plan {
 namespace {
 
-constexpr std::array<Stream, 3> kStreams = {Stream::kMaster, Stream::kExpAvg, Stream::kExpAvgSq};
-
 // The dict entries of a fused expert weight, after 'param', in DeepSpeed's order.
 std::vector<ParamDictEntry> expert_entries(const checkpoint::AutoEpLayer& layer) {
     std::vector<ParamDictEntry> entries = {
@@ -42,18 +40,10 @@ UniversalPlan plan_autoep_universal(const checkpoint::AutoEpViews& views) {
         }
     }
     std::array<PiecedPlan, 3> streams;
-    for (std::size_t s = 0; s < kStreams.size(); ++s) {
-        PlanOptions options;
-        options.dtype = DType::kF32;
-        options.exclude_frozen = true;
-        options.stream = kStreams[s];
-        streams[s] = plan_autoep_consolidation(views, options);
-    }
-    std::unordered_map<std::string, std::size_t> group_of;
-    for (std::size_t g = 0; g < whole.model.param_shapes->size(); ++g) {
-        for (const checkpoint::NamedShape& shape : (*whole.model.param_shapes)[g])
-            group_of.emplace(shape.name, g);
-    }
+    for (std::size_t s = 0; s < kUniversalStreams.size(); ++s)
+        streams[s] =
+            plan_autoep_consolidation(views, universal_stream_options(kUniversalStreams[s]));
+    const std::unordered_map<std::string, std::size_t> group_of = param_group_of(whole.model);
 
     UniversalPlan result;
     result.plan.inputs = streams[0].plan.inputs;
@@ -78,19 +68,13 @@ UniversalPlan plan_autoep_universal(const checkpoint::AutoEpViews& views) {
         }
         if (!views.zero3)
             param.step = whole.optim.front().group_states.at(param.group).step;
-        for (std::size_t s = 0; s < kStreams.size(); ++s) {
+        for (std::size_t s = 0; s < kUniversalStreams.size(); ++s) {
             PlannedTensor tensor = streams[s].plan.tensors.at(i);
             if (tensor.name != master.name || tensor.shape != master.shape ||
                 !flattenable(tensor.pieces)) {
                 throw_internal_error("AutoEP universal plan: streams list different tensors");
             }
-            if (param.raw)
-                tensor.shape = {tensor.numel()};
-            else if (tensor.shape.empty())
-                tensor.shape = {1};
-            tensor.name = master.name + "/" + std::string(stream_name(kStreams[s]));
-            param.tensors[s] = static_cast<std::uint32_t>(result.plan.tensors.size());
-            result.plan.tensors.push_back(std::move(tensor));
+            add_stream_tensor(result, param, s, std::move(tensor));
         }
         result.params.push_back(std::move(param));
     }

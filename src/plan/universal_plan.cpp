@@ -14,8 +14,6 @@
 namespace z2f::plan {
 namespace {
 
-constexpr std::array<Stream, 3> kStreams = {Stream::kMaster, Stream::kExpAvg, Stream::kExpAvgSq};
-
 std::string step_text(const checkpoint::OptimizerStep& step) {
     return step.form == checkpoint::OptimizerStep::Form::kTensor
                ? "a " + std::string(dtype_display_name(step.dtype)) + " tensor"
@@ -299,6 +297,35 @@ void check_universal_param_name(const std::string& name, const std::string& orig
     }
 }
 
+PlanOptions universal_stream_options(Stream stream) {
+    PlanOptions options;
+    options.dtype = DType::kF32;
+    options.exclude_frozen = true;
+    options.stream = stream;
+    return options;
+}
+
+std::unordered_map<std::string, std::size_t> param_group_of(
+    const checkpoint::ModelStatesInfo& model) {
+    std::unordered_map<std::string, std::size_t> group_of;
+    for (std::size_t g = 0; g < model.param_shapes->size(); ++g) {
+        for (const checkpoint::NamedShape& shape : (*model.param_shapes)[g])
+            group_of.emplace(shape.name, g);
+    }
+    return group_of;
+}
+
+void add_stream_tensor(UniversalPlan& result, UniversalParam& param, std::size_t s,
+                       PlannedTensor tensor) {
+    if (param.raw)
+        tensor.shape = {tensor.numel()};
+    else if (tensor.shape.empty())
+        tensor.shape = {1};
+    tensor.name = param.name + "/" + std::string(stream_name(kUniversalStreams.at(s)));
+    param.tensors.at(s) = static_cast<std::uint32_t>(result.plan.tensors.size());
+    result.plan.tensors.push_back(std::move(tensor));
+}
+
 UniversalPlan plan_universal(const checkpoint::CheckpointMeta& meta) {
     if (meta.world_size == 0 || meta.optim.size() != meta.world_size) {
         throw_internal_error("checkpoint metadata is not assembled");
@@ -318,21 +345,9 @@ UniversalPlan plan_universal(const checkpoint::CheckpointMeta& meta) {
     check_universal_param_groups(meta);
 
     std::array<ConsolidationPlan, 3> streams;
-    for (std::size_t s = 0; s < kStreams.size(); ++s) {
-        PlanOptions options;
-        options.dtype = DType::kF32;
-        options.exclude_frozen = true;
-        options.stream = kStreams[s];
-        streams[s] = plan_consolidation(meta, options);
-    }
-
-    // param_shapes group of every parameter.
-    std::unordered_map<std::string, std::size_t> group_of;
-    for (std::size_t g = 0; g < meta.model.param_shapes->size(); ++g) {
-        for (const auto& shape : (*meta.model.param_shapes)[g]) {
-            group_of.emplace(shape.name, g);
-        }
-    }
+    for (std::size_t s = 0; s < kUniversalStreams.size(); ++s)
+        streams[s] = plan_consolidation(meta, universal_stream_options(kUniversalStreams[s]));
+    const std::unordered_map<std::string, std::size_t> group_of = param_group_of(meta.model);
 
     UniversalPlan result;
     result.plan.inputs = streams[0].plan.inputs;
@@ -354,19 +369,12 @@ UniversalPlan plan_universal(const checkpoint::CheckpointMeta& meta) {
             param.entries.clear();
             param.raw = true;
         }
-        for (std::size_t s = 0; s < kStreams.size(); ++s) {
+        for (std::size_t s = 0; s < kUniversalStreams.size(); ++s) {
             PlannedTensor tensor = streams[s].plan.tensors[i];
             if (tensor.name != master.name || tensor.role != TensorRole::kTrainable) {
                 throw_internal_error("universal plan: streams list different tensors");
             }
-            if (stage3) {
-                tensor.shape = {tensor.numel()};
-            } else if (tensor.shape.empty()) {
-                tensor.shape = {1};
-            }
-            tensor.name = master.name + "/" + std::string(stream_name(kStreams[s]));
-            param.tensors[s] = static_cast<std::uint32_t>(result.plan.tensors.size());
-            result.plan.tensors.push_back(std::move(tensor));
+            add_stream_tensor(result, param, s, std::move(tensor));
         }
         result.params.push_back(std::move(param));
     }
@@ -461,8 +469,8 @@ UniversalPlan plan_parallel_universal(const checkpoint::ParallelCheckpointMeta& 
     universal.base.exclude_frozen = true;
     universal.strip_vocab_padding = true;
     std::array<PiecedPlan, 3> streams;
-    for (std::size_t s = 0; s < kStreams.size(); ++s) {
-        universal.base.stream = kStreams[s];
+    for (std::size_t s = 0; s < kUniversalStreams.size(); ++s) {
+        universal.base.stream = kUniversalStreams[s];
         streams[s] = plan_parallel_consolidation(meta, universal);
     }
     const std::optional<TpRuleSet> rules = merge_rules(meta, universal);
@@ -499,7 +507,7 @@ UniversalPlan plan_parallel_universal(const checkpoint::ParallelCheckpointMeta& 
                                       home.files.optim_files.front() + ")");
             }
         }
-        for (std::size_t s = 0; s < kStreams.size(); ++s) {
+        for (std::size_t s = 0; s < kUniversalStreams.size(); ++s) {
             PlannedTensor tensor = streams[s].plan.tensors.at(i);
             if (tensor.name != master.name || tensor.role != TensorRole::kTrainable ||
                 tensor.shape != master.shape) {
@@ -511,12 +519,7 @@ UniversalPlan plan_parallel_universal(const checkpoint::ParallelCheckpointMeta& 
                                       "': only some of its bytes are averaged over the TP "
                                       "ranks, which the copy engines cannot write");
             }
-            if (tensor.shape.empty()) {
-                tensor.shape = {1};
-            }
-            tensor.name = master.name + "/" + std::string(stream_name(kStreams[s]));
-            param.tensors[s] = static_cast<std::uint32_t>(result.plan.tensors.size());
-            result.plan.tensors.push_back(std::move(tensor));
+            add_stream_tensor(result, param, s, std::move(tensor));
         }
         result.params.push_back(std::move(param));
     }

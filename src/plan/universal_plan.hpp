@@ -36,6 +36,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -120,6 +121,22 @@ checkpoint::CheckpointMeta universal_optimizer_source(
 // group at ZeRO-1/2 (the loader zips them with its own groups). Input errors name the file.
 void check_universal_steps(const checkpoint::CheckpointMeta& meta);
 void check_universal_param_groups(const checkpoint::CheckpointMeta& meta);
+
+// The three tensors of every parameter, in UniversalParam::tensors order.
+inline constexpr std::array<Stream, 3> kUniversalStreams = {Stream::kMaster, Stream::kExpAvg,
+                                                            Stream::kExpAvgSq};
+
+// How each stream of a data-parallel view is planned: float32, trainable parameters only.
+PlanOptions universal_stream_options(Stream stream);
+
+// The param_shapes group of every parameter of `model`.
+std::unordered_map<std::string, std::size_t> param_group_of(
+    const checkpoint::ModelStatesInfo& model);
+
+// Appends `tensor`, stream `s` of `param`, named "<name>/<stream>" and shaped as the files store
+// it: flat (numel,) when param.raw (a bare ZeRO-3 tensor), (1,) for a 0-dim parameter.
+void add_stream_tensor(UniversalPlan& result, UniversalParam& param, std::size_t s,
+                       PlannedTensor tensor);
 
 // Throws an input error unless `name` can be a folder name on every file system we write to:
 // not empty, not "." or "..", no '/' and no NUL.
