@@ -66,20 +66,11 @@ TEST(MpiAutoTpAutoEp, EveryHuggingFaceFormatHoldsTheEnginesWeights) {
         for (OutputFormat format : testing::built_hf_formats()) {
             const std::string out = fresh_output_dir("newest/" + std::string(fixture) + "_" +
                                                      std::string(enum_name(format)));
-            mpi_test::Outcome converted = run_conversion(newest(fixture), out, [&](Options& o) {
-                o.format = format;
-                // Several files and owners, except HDF5 (read as one file); buffers smaller
-                // than the fused experts and merged slices.
-                if (format == OutputFormat::kHdf5)
-                    o.max_shard_size.reset();
-                else
-                    o.max_shard_size = 3'000;
-                o.buffer_size = 4096;
-            });
+            // Buffers smaller than the fused experts and merged slices.
+            const auto [converted, verified] = mpi_test::convert_sharded_and_verify(
+                newest(fixture), out, format, [](Options& o) { o.buffer_size = 4096; });
             ASSERT_FALSE(converted.error)
                 << fixture << " " << enum_name(format) << ": " << converted.message;
-            mpi_test::Outcome verified =
-                run_conversion(newest(fixture), out, [](Options& o) { o.verify = true; });
             ASSERT_FALSE(verified.error) << fixture << ": " << verified.message;
             EXPECT_TRUE(verified.result.verified);
             if (!root())

@@ -55,17 +55,9 @@ TEST(MpiGenerated, EveryCheckpointIsTheEnginesWeightsInEveryFormat) {
             SCOPED_TRACE(name + " " + std::string(enum_name(format)));
             const std::string out =
                 fresh_output_dir("generated/" + name + "_" + std::string(enum_name(format)));
-            mpi_test::Outcome converted = run_conversion(generated(name), out, [&](Options& o) {
-                o.format = format;
-                // Several files and owners, except HDF5 (read as one file).
-                if (format == OutputFormat::kHdf5)
-                    o.max_shard_size.reset();
-                else
-                    o.max_shard_size = 3'000;
-            });
+            const auto [converted, verified] =
+                mpi_test::convert_sharded_and_verify(generated(name), out, format);
             ASSERT_FALSE(converted.error) << converted.message;
-            mpi_test::Outcome verified =
-                run_conversion(generated(name), out, [](Options& o) { o.verify = true; });
             ASSERT_FALSE(verified.error) << verified.message;
             EXPECT_TRUE(verified.result.verified);
             if (root()) {

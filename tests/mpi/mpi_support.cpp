@@ -66,4 +66,21 @@ Outcome run_conversion(const std::string& checkpoint, const std::string& out,
     return outcome;
 }
 
+ConvertedAndVerified convert_sharded_and_verify(const std::string& checkpoint,
+                                                const std::string& out, OutputFormat format,
+                                                const std::function<void(Options&)>& tweak) {
+    ConvertedAndVerified outcomes;
+    outcomes.converted = run_conversion(checkpoint, out, [&](Options& o) {
+        o.format = format;
+        if (format == OutputFormat::kHdf5)
+            o.max_shard_size.reset();
+        else
+            o.max_shard_size = 3'000;
+        if (tweak)
+            tweak(o);
+    });
+    outcomes.verified = run_conversion(checkpoint, out, [](Options& o) { o.verify = true; });
+    return outcomes;
+}
+
 }  // namespace z2f::mpi_test

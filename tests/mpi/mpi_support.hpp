@@ -31,4 +31,15 @@ struct Outcome {
 Outcome run_conversion(const std::string& checkpoint, const std::string& out,
                        const std::function<void(Options&)>& tweak = {});
 
+// Converts to `format` in several small shards (one file for HDF5, which the tests read whole),
+// so that there are several files and owners, with `tweak` applied after; then checks the
+// output with --verify. Both outcomes, whatever the first was.
+struct ConvertedAndVerified {
+    Outcome converted;
+    Outcome verified;
+};
+ConvertedAndVerified convert_sharded_and_verify(const std::string& checkpoint,
+                                                const std::string& out, OutputFormat format,
+                                                const std::function<void(Options&)>& tweak = {});
+
 }  // namespace z2f::mpi_test

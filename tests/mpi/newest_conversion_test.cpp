@@ -51,19 +51,11 @@ TEST(MpiNewest, EveryFixtureIsTheEnginesWeightsInEveryFormat) {
             SCOPED_TRACE(std::string(fixture) + " " + std::string(enum_name(format)));
             const std::string out = fresh_output_dir("newest/" + std::string(fixture) + "_" +
                                                      std::string(enum_name(format)));
-            mpi_test::Outcome converted = run_conversion(newest(fixture), out, [&](Options& o) {
-                o.format = format;
-                // Several files and owners, except HDF5 (read as one file).
-                if (format == OutputFormat::kHdf5)
-                    o.max_shard_size.reset();
-                else
-                    o.max_shard_size = 3'000;
-            });
+            const auto [converted, verified] =
+                mpi_test::convert_sharded_and_verify(newest(fixture), out, format);
             ASSERT_FALSE(converted.error) << converted.message;
             // Masters exist in every one of these runs: nothing may say they do not.
             EXPECT_FALSE(mentions(converted.result.warnings, "fp32 master"));
-            mpi_test::Outcome verified =
-                run_conversion(newest(fixture), out, [](Options& o) { o.verify = true; });
             ASSERT_FALSE(verified.error) << verified.message;
             EXPECT_TRUE(verified.result.verified);
             if (root()) {
