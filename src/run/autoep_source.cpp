@@ -30,6 +30,7 @@ TensorSource autoep_zero3_source(const checkpoint::CheckpointMeta& meta, const O
                                pieced.warnings.end());
         source.notes.insert(source.notes.end(), pieced.notes.begin(), pieced.notes.end());
     } else {
+        source.universal = data_parallel_universal(meta, options);
         for (std::size_t i = 0; i < meta.inputs.size(); ++i)
             source.tensors.inputs.push_back(InputFile{meta.inputs[i], meta.input_sizes[i]});
     }
@@ -37,7 +38,6 @@ TensorSource autoep_zero3_source(const checkpoint::CheckpointMeta& meta, const O
         source.warnings.push_back(
             "--tp-rules is ignored: this AutoEP checkpoint has no tensor-parallel ranks to merge");
     source.tensors.records = meta.records;
-    source.data_parallel = meta;
     return source;
 }
 

@@ -234,13 +234,9 @@ RunPlan build_run_plan(const TensorSource& source, const RunSettings& settings) 
     }
     run.parallel = source.parallel;
     if (options.format == OutputFormat::kUniversal) {
-        if (source.data_parallel) {
-            plan_universal_run(*source.data_parallel, settings, run);
-        } else if (source.parallel_checkpoint) {
-            plan_universal_run(*source.parallel_checkpoint, source.parallel_options, settings, run);
-        } else {
-            throw_internal_error("a universal run without the checkpoint's metadata");
-        }
+        if (!source.universal)
+            throw_internal_error("a universal run without the universal plan");
+        plan_universal_run(*source.universal, settings, run);
         run.identity = run_identity(source, options);
         return run;
     }

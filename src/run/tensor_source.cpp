@@ -1,9 +1,12 @@
 #include "run/tensor_source.hpp"
 
+#include "checkpoint/sequence_parallel.hpp"
 #include "common/crc32.hpp"
+#include "common/errors.hpp"
 #include "plan/parallel_plan.hpp"
 #include "plan/tp_rules.hpp"
 #include "run/autoep_source.hpp"
+#include "run/run_plan.hpp"
 #include "run/sequence_parallel_grid.hpp"
 
 namespace z2f::run {
@@ -43,7 +46,28 @@ plan::ReplicaPolicy replica_policy(TpReplicated choice) {
     return plan::ReplicaPolicy::kCheck;
 }
 
+// Checked again here although assembly refuses these layouts: the data-parallel universal plan
+// reads one model file as the whole model.
+void refuse_parallel_sources(const checkpoint::CheckpointMeta& meta) {
+    const checkpoint::ModelStatesInfo& model = meta.model;
+    const std::string& path =
+        meta.files.model_files.empty() ? meta.files.tag_dir : meta.files.model_files.front();
+    if (model.module_is_none || checkpoint::records_model_parallelism(model)) {
+        throw_unsupported(path,
+                          "a tensor- or pipeline-parallel checkpoint whose tag folder holds the "
+                          "files of model-parallel rank 00 only: the other ranks' files are "
+                          "missing");
+    }
+}
+
 }  // namespace
+
+UniversalSource data_parallel_universal(const checkpoint::CheckpointMeta& meta,
+                                        const Options& options) {
+    validate_options(options);
+    refuse_parallel_sources(meta);
+    return UniversalSource{plan::plan_universal(meta), meta};
+}
 
 plan::PlanOptions consolidation_options(const Options& options) {
     plan::PlanOptions plan_options;
@@ -73,7 +97,12 @@ TensorSource data_parallel_source(const checkpoint::CheckpointMeta& meta, const 
     source.notes = meta.notes;
     // A universal output is planned from the metadata itself (three streams per parameter), not
     // from the one-stream consolidation, which it would not use.
-    if (options.format != OutputFormat::kUniversal) {
+    if (options.format == OutputFormat::kUniversal) {
+        source.universal = data_parallel_universal(meta, options);
+        // The run identity still names every input file and its size.
+        for (std::size_t i = 0; i < meta.inputs.size(); ++i)
+            source.tensors.inputs.push_back(InputFile{meta.inputs[i], meta.input_sizes[i]});
+    } else {
         plan::ConsolidationPlan consolidation =
             plan::plan_consolidation(meta, consolidation_options(options));
         source.tensors = std::move(consolidation.plan);
@@ -82,17 +111,12 @@ TensorSource data_parallel_source(const checkpoint::CheckpointMeta& meta, const 
                                consolidation.warnings.end());
         source.notes.insert(source.notes.end(), consolidation.notes.begin(),
                             consolidation.notes.end());
-    } else {
-        // The run identity still names every input file and its size.
-        for (std::size_t i = 0; i < meta.inputs.size(); ++i)
-            source.tensors.inputs.push_back(InputFile{meta.inputs[i], meta.input_sizes[i]});
     }
     if (!options.tp_rules.empty())
         source.warnings.push_back(
             "--tp-rules is ignored: this data-parallel checkpoint has no "
             "tensor-parallel ranks to merge");
     source.tensors.records = meta.records;
-    source.data_parallel = meta;
     if (meta.sequence_parallel > 1)
         source.parallel = describe_sequence_parallel_grid(meta);
     return source;
@@ -127,10 +151,11 @@ TensorSource parallel_source(const checkpoint::ParallelCheckpointMeta& meta, con
     if (options.format == OutputFormat::kUniversal) {
         // Planned from the metadata itself, three streams per parameter (universal_run_plan);
         // the run identity still names every input file and its size.
+        validate_options(options);
+        source.universal = UniversalSource{plan::plan_parallel_universal(meta, plan_options),
+                                           plan::universal_optimizer_source(meta)};
         for (std::size_t i = 0; i < meta.inputs.size(); ++i)
             source.tensors.inputs.push_back(InputFile{meta.inputs[i], meta.input_sizes[i]});
-        source.parallel_checkpoint = meta;
-        source.parallel_options = std::move(plan_options);
     } else {
         plan::PiecedPlan pieced = plan::plan_parallel_consolidation(meta, plan_options);
         source.tensors = std::move(pieced.plan);

@@ -3,7 +3,8 @@
 // (checkpoint/routing.hpp): data_parallel_source from a ZeRO checkpoint's CheckpointMeta
 // (plan_consolidation), parallel_source from a tensor-, pipeline- or expert-parallel one
 // (plan_parallel_consolidation), so that selection, output files, layouts and ownership are
-// planned alike for both. Pure.
+// planned alike for both. The format is decided here, once: --format universal plans the
+// universal checkpoint's streams instead of the one stream of masters (UniversalSource). Pure.
 #pragma once
 
 #include <cstdint>
@@ -18,10 +19,19 @@
 #include "plan/consolidation.hpp"
 #include "plan/parallel_plan.hpp"
 #include "plan/tensor_plan.hpp"
+#include "plan/universal_plan.hpp"
 #include "zero2fp32/options.hpp"
 #include "zero2fp32/plan.hpp"
 
 namespace z2f::run {
+
+// What universal output is planned from (run/universal_run_plan.hpp): every trainable
+// parameter's three streams (plan/universal_plan.hpp), and the data-parallel view whose first
+// optimizer file gives zero/optimizer_state.pt.
+struct UniversalSource {
+    plan::UniversalPlan plan;
+    checkpoint::CheckpointMeta optimizer_meta;
+};
 
 struct TensorSource {
     checkpoint::CheckpointFiles checkpoint;  // the tag folder (and, data-parallel, its files)
@@ -35,13 +45,9 @@ struct TensorSource {
     // What shapes the bytes beyond the common options (parallel: the merge options and the
     // rules), for the run's identity.
     std::string identity;
-    // A checkpoint's whole metadata, for universal output, which needs more than the master
-    // tensors (the moments, the optimizer state, the steps); `tensors` then lists no tensors.
-    // Data-parallel: `data_parallel` (always set). Tensor-, pipeline- or expert-parallel, with
-    // --format universal only: `parallel_checkpoint` and the merge options.
-    std::optional<checkpoint::CheckpointMeta> data_parallel;
-    std::optional<checkpoint::ParallelCheckpointMeta> parallel_checkpoint;
-    plan::ParallelPlanOptions parallel_options;
+    // --format universal: the universal plan, made here instead of `tensors` (which then lists
+    // the inputs only, for the run's identity). Every other format: nullopt.
+    std::optional<UniversalSource> universal;
 };
 
 // Either reader's assembled metadata, as the metadata phase and plan_conversion produce it.
@@ -56,6 +62,11 @@ plan::PlanOptions consolidation_options(const Options& options);
 TensorSource tensor_source(const CheckpointMetadata& metadata, const Options& options);
 
 TensorSource data_parallel_source(const checkpoint::CheckpointMeta& meta, const Options& options);
+
+// The universal plan of a data-parallel checkpoint (AutoEP's included), after the usage errors of
+// `options` (which come before the checkpoint's own refusals).
+UniversalSource data_parallel_universal(const checkpoint::CheckpointMeta& meta,
+                                        const Options& options);
 
 // `tp_rules_text` is the content of the file options.tp_rules names (read where the checkpoint
 // was discovered); nullopt: the checkpoint's own rules.

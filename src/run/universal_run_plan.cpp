@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <unordered_map>
 
-#include "checkpoint/sequence_parallel.hpp"
 #include "common/errors.hpp"
 #include "output/universal_layout.hpp"
 #include "plan/unit_ownership.hpp"
@@ -21,20 +20,6 @@ void refuse(const char* option) {
                       " shapes Hugging Face output; it does not apply to --format universal, "
                       "which holds every trainable parameter whole, in float32, with its Adam "
                       "moments");
-}
-
-// Checked again here although assembly refuses these layouts: the data-parallel universal plan
-// reads one model file as the whole model.
-void refuse_parallel_sources(const checkpoint::CheckpointMeta& meta) {
-    const checkpoint::ModelStatesInfo& model = meta.model;
-    const std::string& path =
-        meta.files.model_files.empty() ? meta.files.tag_dir : meta.files.model_files.front();
-    if (model.module_is_none || records_model_parallelism(model)) {
-        throw_unsupported(path,
-                          "a tensor- or pipeline-parallel checkpoint whose tag folder holds the "
-                          "files of model-parallel rank 00 only: the other ranks' files are "
-                          "missing");
-    }
 }
 
 OutputFileRecord known_bytes_record(output::UniversalOutputFile& file) {
@@ -104,13 +89,11 @@ void validate_universal_options(const Options& options) {
         refuse("--hdf5-bf16");
 }
 
-namespace {
-
-// The common part: the files of `universal` (optimizer_state.pt from `optimizer_meta`) as
-// records, tasks and owners.
-void fill_universal_run(plan::UniversalPlan universal,
-                        const checkpoint::CheckpointMeta& optimizer_meta,
-                        const RunSettings& settings, RunPlan& run) {
+// The files of the universal plan (optimizer_state.pt from the optimizer view) as records, tasks
+// and owners.
+void plan_universal_run(const UniversalSource& source, const RunSettings& settings, RunPlan& run) {
+    plan::UniversalPlan universal = source.plan;
+    const checkpoint::CheckpointMeta& optimizer_meta = source.optimizer_meta;
     std::vector<output::UniversalOutputFile> files =
         output::plan_universal_files(optimizer_meta, universal);
     run.tensors = std::move(universal.plan);
@@ -208,21 +191,6 @@ void fill_universal_run(plan::UniversalPlan universal,
     run.notes.push_back("universal checkpoint: " + std::to_string(universal.params.size()) +
                         " parameters, " + std::to_string(run.files.size()) + " files under " +
                         run.output_folder + "/, then " + *run.index_name);
-}
-
-}  // namespace
-
-void plan_universal_run(const checkpoint::CheckpointMeta& meta, const RunSettings& settings,
-                        RunPlan& run) {
-    refuse_parallel_sources(meta);
-    fill_universal_run(plan::plan_universal(meta), meta, settings, run);
-}
-
-void plan_universal_run(const checkpoint::ParallelCheckpointMeta& meta,
-                        const plan::ParallelPlanOptions& options, const RunSettings& settings,
-                        RunPlan& run) {
-    plan::UniversalPlan universal = plan::plan_parallel_universal(meta, options);
-    fill_universal_run(std::move(universal), plan::universal_optimizer_source(meta), settings, run);
 }
 
 }  // namespace z2f::run

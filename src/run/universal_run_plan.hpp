@@ -23,8 +23,6 @@
 // like a large Hugging Face shard (its lead renames it once every rank agreed).
 #pragma once
 
-#include "checkpoint/parallel_meta.hpp"
-#include "plan/parallel_plan.hpp"
 #include "run/run_plan.hpp"
 
 namespace z2f::run {
@@ -33,13 +31,9 @@ namespace z2f::run {
 // it when the format is universal).
 void validate_universal_options(const Options& options);
 
-// Fills run.tensors, files, tasks, index, output_folder, copied_pieces, warnings and notes.
-// Throws the errors of plan_universal (data-parallel) or plan_parallel_universal (tensor- and
-// pipeline-parallel; Mixture-of-Experts and ZeRO-0 checkpoints are refused there).
-void plan_universal_run(const checkpoint::CheckpointMeta& meta, const RunSettings& settings,
-                        RunPlan& run);
-void plan_universal_run(const checkpoint::ParallelCheckpointMeta& meta,
-                        const plan::ParallelPlanOptions& options, const RunSettings& settings,
-                        RunPlan& run);
+// Fills run.tensors, files, tasks, index, output_folder, copied_pieces, warnings and notes from
+// the universal plan the source made (run/tensor_source.hpp: plan_universal, or
+// plan_parallel_universal for tensor- and pipeline-parallel checkpoints).
+void plan_universal_run(const UniversalSource& source, const RunSettings& settings, RunPlan& run);
 
 }  // namespace z2f::run
