@@ -1,6 +1,7 @@
-// What a task hands to the copy engine (driver/execute/task_ranges.hpp), without any I/O: the
-// pieces of every task tile its byte range in file order with the right kinds, and the read spans
-// of a rank's tasks cover every byte its copies read.
+// What a task hands to the copy engine (driver/execute/task_ranges.hpp, task_copies.hpp), without
+// any I/O: the pieces of every task tile its byte range in file order with the right kinds, each
+// slot part is one copy with its tensor's dtypes, a rank writes its own unskipped tasks smallest
+// first, and the read spans of a rank's tasks cover every byte its copies read.
 #include "driver/execute/task_ranges.hpp"
 
 #include <gtest/gtest.h>
@@ -63,6 +64,66 @@ TEST(TaskRanges, PiecesTileEveryTaskRangeInFileOrder) {
             EXPECT_EQ(deferred, 0u);
         }
     }
+}
+
+TEST(TaskCopies, EachSlotPartIsOneCopyWithItsTensorsDtypesAndPlace) {
+    for (OutputFormat format : {OutputFormat::kTorch, OutputFormat::kSafetensors}) {
+        SCOPED_TRACE(std::string(enum_name(format)));
+        Options options;
+        options.format = format;
+        options.dtype = DType::kBF16;  // a conversion: source and output dtypes differ
+        options.max_shard_size.reset();
+        options.block_size = 4096;
+        const run::RunPlan plan =
+            testing::build_plan(testing::fixture_meta("z2_ws2_frozen_bf16"), 2, options);
+        std::size_t copies_seen = 0;
+        for (const plan::WriteTask& task : plan.tasks) {
+            const output::OutputFileLayout& layout = plan.files[task.file].layout;
+            const std::vector<run::SlotPart> parts = run::slot_parts(plan, task);
+            const std::vector<io::SlotCopy> copies = slot_copies(plan, task, parts, nullptr);
+            ASSERT_EQ(copies.size(), parts.size());
+            for (std::size_t i = 0; i < copies.size(); ++i) {
+                const io::SlotCopy& copy = copies[i];
+                const output::TensorSlot& slot = layout.slots[parts[i].slot];
+                const plan::PlannedTensor& tensor = plan.tensors.tensors[slot.tensor];
+                EXPECT_EQ(copy.offset, parts[i].offset);
+                EXPECT_EQ(copy.length, parts[i].length);
+                EXPECT_EQ(copy.extents.data(), parts[i].extents.data()) << "points into the part";
+                EXPECT_EQ(copy.extents.size(), parts[i].extents.size());
+                EXPECT_EQ(copy.source_dtype, plan.source_of(slot.tensor).source_dtype);
+                EXPECT_EQ(copy.output_dtype, plan.source_of(slot.tensor).output_dtype);
+                EXPECT_EQ(copy.name, tensor.name);
+                EXPECT_EQ(copy.want_crc, format == OutputFormat::kTorch);
+                EXPECT_TRUE(copy.check_ranges.empty()) << "no input check asked";
+                ++copies_seen;
+            }
+        }
+        EXPECT_GT(copies_seen, 0u);
+    }
+}
+
+TEST(TaskCopies, ARankWritesItsUnskippedTasksSmallestFirst) {
+    Options options;
+    options.max_shard_size = 4096;  // several files on each rank
+    run::RunPlan plan = testing::build_plan(testing::fixture_meta("z3_ws4_fp32"), 2, options);
+    ASSERT_GT(plan.files.size(), 2u);
+    plan.files[1].skip = true;  // complete from an earlier run
+    std::size_t written = 0;
+    for (std::uint32_t rank = 0; rank < 2; ++rank) {
+        const std::vector<const plan::WriteTask*> mine = tasks_to_write(plan, rank);
+        for (std::size_t i = 0; i < mine.size(); ++i) {
+            EXPECT_EQ(mine[i]->rank, rank);
+            EXPECT_NE(mine[i]->file, 1u) << "a skipped file is not written again";
+            if (i > 0) {
+                EXPECT_LE(mine[i - 1]->bytes, mine[i]->bytes);
+            }
+        }
+        written += mine.size();
+    }
+    std::size_t unskipped = 0;
+    for (const plan::WriteTask& task : plan.tasks)
+        unskipped += plan.files[task.file].skip ? 0u : 1u;
+    EXPECT_EQ(written, unskipped);
 }
 
 TEST(TaskRanges, ReadSpansCoverEveryReadOfTheRanksTasks) {
