@@ -3,7 +3,6 @@
 #include <algorithm>
 
 #include "checkpoint/sequence_parallel.hpp"
-#include "checkpoint/universal_assemble.hpp"
 #include "common/errors.hpp"
 
 namespace z2f::checkpoint {
@@ -20,9 +19,6 @@ std::string join_ints(const std::vector<std::int64_t>& values) {
 }  // namespace
 
 std::vector<InputFileSpec> checkpoint_inputs(const CheckpointFiles& files) {
-    if (files.universal) {
-        return universal_inputs(files);
-    }
     std::vector<InputFileSpec> inputs;
     for (std::size_t i = 0; i < files.model_files.size(); ++i) {
         inputs.push_back(
@@ -35,9 +31,6 @@ std::vector<InputFileSpec> checkpoint_inputs(const CheckpointFiles& files) {
 }
 
 CheckpointMeta assemble_checkpoint_meta(const CheckpointFiles& files, std::vector<FileMeta> metas) {
-    if (files.universal) {
-        return assemble_universal_meta(files, std::move(metas));
-    }
     std::vector<InputFileSpec> inputs = checkpoint_inputs(files);
     if (metas.size() != inputs.size()) {
         throw_internal_error("metadata of " + std::to_string(metas.size()) + " files for " +

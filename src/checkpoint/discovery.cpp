@@ -321,8 +321,8 @@ CheckpointFiles discover_checkpoint(const std::string& checkpoint_dir, const std
     files.tag_dir = folder.tag_dir;
 
     if (is_universal_tag_dir(files.tag_dir)) {
-        list_universal_tag(files);
-        return files;
+        throw_internal_error(files.tag_dir +
+                             " is a universal checkpoint: discover_universal_checkpoint reads it");
     }
     std::vector<std::string> names = io::list_directory(files.tag_dir);
     std::sort(names.begin(), names.end(),

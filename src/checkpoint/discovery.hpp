@@ -64,10 +64,6 @@ struct CheckpointFiles {
     std::vector<std::uint64_t> model_mp_ranks;
     // <tag_dir>/offloaded_tensors exists: ZeRO-3 NVMe optimizer offload.
     bool has_offloaded_tensors = false;
-    // A universal checkpoint (universal_discovery.hpp): no optimizer files, one folder per
-    // trainable parameter under <tag_dir>/zero, listed here (natural order).
-    bool universal = false;
-    std::vector<std::string> universal_params;
 };
 
 // The folder holding a checkpoint's files (docs/deepspeed-format.md §1.1).
@@ -88,7 +84,8 @@ struct DiscoveryOptions {
 TagFolder resolve_tag_folder(const std::string& checkpoint_dir, const std::string& tag,
                              const DiscoveryOptions& options = {});
 
-// `tag` empty: as resolve_tag_folder.
+// `tag` empty: as resolve_tag_folder. A universal tag folder is not one of these
+// (universal_discovery.hpp reads it): an internal error.
 CheckpointFiles discover_checkpoint(const std::string& checkpoint_dir, const std::string& tag,
                                     const DiscoveryOptions& options = {});
 

@@ -416,8 +416,9 @@ std::vector<InputRecord> get_records(WireReader& in) {
 
 }  // namespace
 
-std::vector<std::byte> encode_files(const CheckpointFiles& files) {
-    WireWriter out;
+namespace {
+
+void put_files(WireWriter& out, const CheckpointFiles& files) {
     out.str(files.checkpoint_dir);
     out.str(files.tag);
     out.str(files.tag_dir);
@@ -428,13 +429,9 @@ std::vector<std::byte> encode_files(const CheckpointFiles& files) {
     out.dims(files.optim_mp_ranks);
     out.dims(files.model_mp_ranks);
     out.boolean(files.has_offloaded_tensors);
-    out.boolean(files.universal);
-    out.strings(files.universal_params);
-    return out.take();
 }
 
-CheckpointFiles decode_files(std::span<const std::byte> bytes) {
-    WireReader in(bytes, "checkpoint file list");
+CheckpointFiles get_files(WireReader& in) {
     CheckpointFiles files;
     files.checkpoint_dir = in.str();
     files.tag = in.str();
@@ -446,10 +443,38 @@ CheckpointFiles decode_files(std::span<const std::byte> bytes) {
     files.optim_mp_ranks = in.dims();
     files.model_mp_ranks = in.dims();
     files.has_offloaded_tensors = in.boolean();
-    files.universal = in.boolean();
-    files.universal_params = in.strings();
+    return files;
+}
+
+}  // namespace
+
+std::vector<std::byte> encode_files(const CheckpointFiles& files) {
+    WireWriter out;
+    put_files(out, files);
+    return out.take();
+}
+
+CheckpointFiles decode_files(std::span<const std::byte> bytes) {
+    WireReader in(bytes, "checkpoint file list");
+    CheckpointFiles files = get_files(in);
     in.expect_end();
     return files;
+}
+
+std::vector<std::byte> encode_universal_folder(const UniversalFolder& folder) {
+    WireWriter out;
+    put_files(out, folder.files);
+    out.strings(folder.params);
+    return out.take();
+}
+
+UniversalFolder decode_universal_folder(std::span<const std::byte> bytes) {
+    WireReader in(bytes, "universal checkpoint folder");
+    UniversalFolder folder;
+    folder.files = get_files(in);
+    folder.params = in.strings();
+    in.expect_end();
+    return folder;
 }
 
 std::vector<std::byte> encode_file_grid(const FileGrid& grid) {

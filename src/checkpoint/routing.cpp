@@ -12,19 +12,23 @@
 namespace z2f::checkpoint {
 namespace {
 
-enum class RouteKind : std::uint8_t { kDataParallel, kParallel };
+enum class RouteKind : std::uint8_t { kDataParallel, kParallel, kUniversal };
 
 }  // namespace
 
 const std::string& DiscoveredCheckpoint::tag_dir() const noexcept {
     if (const auto* grid = std::get_if<FileGrid>(&files))
         return grid->folder.tag_dir;
+    if (const auto* universal = std::get_if<UniversalFolder>(&files))
+        return universal->files.tag_dir;
     return std::get<CheckpointFiles>(files).tag_dir;
 }
 
 const std::string& DiscoveredCheckpoint::checkpoint_dir() const noexcept {
     if (const auto* grid = std::get_if<FileGrid>(&files))
         return grid->folder.checkpoint_dir;
+    if (const auto* universal = std::get_if<UniversalFolder>(&files))
+        return universal->files.checkpoint_dir;
     return std::get<CheckpointFiles>(files).checkpoint_dir;
 }
 
@@ -62,13 +66,13 @@ DiscoveredCheckpoint discover_any_checkpoint(const std::string& checkpoint_dir,
                                              const std::string& tag,
                                              const DiscoveryOptions& options) {
     TagFolder folder = resolve_tag_folder(checkpoint_dir, tag, options);
-    if (!is_universal_tag_dir(folder.tag_dir)) {
-        std::vector<std::string> names = io::list_directory(folder.tag_dir);
-        std::sort(names.begin(), names.end(),
-                  [](const auto& a, const auto& b) { return natural_less(a, b); });
-        if (takes_parallel_reader(names))
-            return {discover_file_grid(checkpoint_dir, tag), std::nullopt};
-    }
+    if (is_universal_tag_dir(folder.tag_dir))
+        return {list_universal_tag(folder), std::nullopt};
+    std::vector<std::string> names = io::list_directory(folder.tag_dir);
+    std::sort(names.begin(), names.end(),
+              [](const auto& a, const auto& b) { return natural_less(a, b); });
+    if (takes_parallel_reader(names))
+        return {discover_file_grid(checkpoint_dir, tag), std::nullopt};
     return {discover_checkpoint(checkpoint_dir, tag, options), std::nullopt};
 }
 
@@ -87,6 +91,9 @@ std::vector<std::byte> encode_discovered(const DiscoveredCheckpoint& discovered)
     if (const auto* grid = std::get_if<FileGrid>(&discovered.files)) {
         out.enumerator(RouteKind::kParallel);
         body = encode_file_grid(*grid);
+    } else if (const auto* universal = std::get_if<UniversalFolder>(&discovered.files)) {
+        out.enumerator(RouteKind::kUniversal);
+        body = encode_universal_folder(*universal);
     } else {
         out.enumerator(RouteKind::kDataParallel);
         body = encode_files(std::get<CheckpointFiles>(discovered.files));
@@ -99,7 +106,7 @@ std::vector<std::byte> encode_discovered(const DiscoveredCheckpoint& discovered)
 
 DiscoveredCheckpoint decode_discovered(std::span<const std::byte> bytes) {
     WireReader in(bytes, "discovered checkpoint");
-    const RouteKind kind = in.enumerator(RouteKind::kParallel);
+    const RouteKind kind = in.enumerator(RouteKind::kUniversal);
     std::optional<std::string> rules = in.optional([](WireReader& r) { return r.str(); });
     const std::string body = in.str();
     in.expect_end();
@@ -108,6 +115,8 @@ DiscoveredCheckpoint decode_discovered(std::span<const std::byte> bytes) {
     DiscoveredCheckpoint discovered;
     if (kind == RouteKind::kParallel)
         discovered.files = decode_file_grid(span);
+    else if (kind == RouteKind::kUniversal)
+        discovered.files = decode_universal_folder(span);
     else
         discovered.files = decode_files(span);
     discovered.tp_rules_text = std::move(rules);

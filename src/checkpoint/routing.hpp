@@ -1,14 +1,16 @@
 // Which reader a tag folder takes (docs/architecture.md, "Routing"): the data-parallel one
-// (discovery.hpp: ZeRO-1/2/3, BF16_Optimizer, universal checkpoints) or the parallel one
-// (file_grid.hpp: tensor-, pipeline- and expert-parallel checkpoints, and checkpoints without
-// ZeRO partitions, whose weights the model files hold).
+// (discovery.hpp: ZeRO-1/2/3, BF16_Optimizer), the parallel one (file_grid.hpp: tensor-,
+// pipeline- and expert-parallel checkpoints, and checkpoints without ZeRO partitions, whose
+// weights the model files hold) or the universal one (universal_discovery.hpp).
 //
-// The decision is made once, by the names of the tag folder alone:
+// The decision is made once, by the tag folder's names (and zero/'s content) alone:
 //   parallel       a pipeline layer file, an expert file or expert optimizer file, any file of
 //                  a model-parallel rank MM > 00 (unless the MMs number sequence-parallel
 //                  ranks, sequence_parallel.hpp), or model files without any optimizer file
 //                  (ZeRO-0: nothing partitioned)
-//   data-parallel  everything else, universal checkpoints included
+//   universal      a universal checkpoint's folder (universal_discovery.hpp): zero/ with
+//                  optimizer_state.pt and no *_optim_states.pt beside it
+//   data-parallel  everything else
 // The rank that discovers broadcasts the result (encode_discovered), so every rank takes the
 // same road.
 #pragma once
@@ -22,11 +24,12 @@
 
 #include "checkpoint/discovery.hpp"
 #include "checkpoint/file_grid.hpp"
+#include "checkpoint/universal_discovery.hpp"
 
 namespace z2f::checkpoint {
 
 struct DiscoveredCheckpoint {
-    std::variant<CheckpointFiles, FileGrid> files;
+    std::variant<CheckpointFiles, FileGrid, UniversalFolder> files;
     // The text of a --tp-rules file, read where the folder was discovered, so that every rank
     // plans with the same rules.
     std::optional<std::string> tp_rules_text;
@@ -50,8 +53,8 @@ DiscoveredCheckpoint discover_any_checkpoint(const std::string& checkpoint_dir,
 // that is no readable file is a usage error; its content is checked when the plan is made.
 std::string read_tp_rules_file(const std::string& path);
 
-// Wire payload: a kind byte, the optional rules text, then encode_files or encode_file_grid
-// as one length-prefixed string.
+// Wire payload: a kind byte, the optional rules text, then encode_files, encode_file_grid or
+// encode_universal_folder as one length-prefixed string.
 std::vector<std::byte> encode_discovered(const DiscoveredCheckpoint& discovered);
 DiscoveredCheckpoint decode_discovered(std::span<const std::byte> bytes);
 

@@ -12,7 +12,8 @@
 
 namespace z2f::checkpoint {
 
-std::vector<InputFileSpec> universal_inputs(const CheckpointFiles& files) {
+std::vector<InputFileSpec> universal_inputs(const UniversalFolder& folder) {
+    const CheckpointFiles& files = folder.files;
     std::vector<InputFileSpec> inputs;
     for (std::size_t i = 0; i < files.model_files.size(); ++i) {
         inputs.push_back({files.model_files[i], i == 0 ? InputKind::kFirstModel
@@ -20,8 +21,8 @@ std::vector<InputFileSpec> universal_inputs(const CheckpointFiles& files) {
                                                     ? InputKind::kOtherModel
                                                     : InputKind::kModelParallelRank});
     }
-    for (const std::string& param : files.universal_params) {
-        inputs.push_back({universal_fp32_path(files, param), InputKind::kUniversalParam});
+    for (const std::string& param : folder.params) {
+        inputs.push_back({universal_fp32_path(folder, param), InputKind::kUniversalParam});
     }
     return inputs;
 }
@@ -144,8 +145,9 @@ ModelStatesInfo merge_model_parallel_ranks(const std::vector<ModelStatesInfo>& m
 
 }  // namespace
 
-CheckpointMeta assemble_universal_meta(const CheckpointFiles& files, std::vector<FileMeta> metas) {
-    std::vector<InputFileSpec> inputs = universal_inputs(files);
+CheckpointMeta assemble_universal_meta(const UniversalFolder& folder, std::vector<FileMeta> metas) {
+    const CheckpointFiles& files = folder.files;
+    std::vector<InputFileSpec> inputs = universal_inputs(folder);
     if (metas.size() != inputs.size()) {
         throw_internal_error("metadata of " + std::to_string(metas.size()) + " files for " +
                              std::to_string(inputs.size()) + " universal inputs");
@@ -178,7 +180,7 @@ CheckpointMeta assemble_universal_meta(const CheckpointFiles& files, std::vector
                 throw_internal_error("universal parameter metadata of " + inputs[i].path);
             }
             const std::size_t param = i - files.model_files.size();
-            by_name.emplace(files.universal_params.at(param), optim.master.front());
+            by_name.emplace(folder.params.at(param), optim.master.front());
         }
     }
 
@@ -207,7 +209,7 @@ CheckpointMeta assemble_universal_meta(const CheckpointFiles& files, std::vector
     for (const auto& group : *model.param_shapes) {
         for (const NamedShape& shape : group) {
             auto it = by_name.find(shape.name);
-            const std::string path = universal_fp32_path(files, shape.name);
+            const std::string path = universal_fp32_path(folder, shape.name);
             if (it == by_name.end()) {
                 throw_input_error(path, "is missing: parameter '" + shape.name +
                                             "' of param_shapes has no fp32 master in the "
@@ -284,6 +286,15 @@ CheckpointMeta assemble_universal_meta(const CheckpointFiles& files, std::vector
         }
     }
     return meta;
+}
+
+CheckpointMeta read_universal_checkpoint_meta(const UniversalFolder& folder) {
+    std::vector<InputFileSpec> inputs = universal_inputs(folder);
+    std::vector<FileMeta> metas;
+    metas.reserve(inputs.size());
+    for (std::size_t i = 0; i < inputs.size(); ++i)
+        metas.push_back(read_file_meta(inputs[i], static_cast<std::uint32_t>(i)));
+    return assemble_universal_meta(folder, std::move(metas));
 }
 
 }  // namespace z2f::checkpoint

@@ -1,6 +1,6 @@
 // The metadata of a universal checkpoint, for conversion to Hugging Face formats
 // (docs/universal-checkpoint.md §6). Inputs are numbered model files first (rank order), then
-// one zero/<param>/fp32.pt per parameter folder (CheckpointFiles::universal_params order).
+// one zero/<param>/fp32.pt per parameter folder (UniversalFolder::params order).
 //
 // A parameter file holds {'cat_dim': ..., 'param': T} (ZeRO-1/2, also accepted at ZeRO-3) or T
 // itself (ZeRO-3); it is read as an OptimStatesInfo of layout kWholeParams with T as its one
@@ -26,15 +26,19 @@
 #include <vector>
 
 #include "checkpoint/assemble.hpp"
+#include "checkpoint/universal_discovery.hpp"
 #include "container/torch_file.hpp"
 
 namespace z2f::checkpoint {
 
-std::vector<InputFileSpec> universal_inputs(const CheckpointFiles& files);
+std::vector<InputFileSpec> universal_inputs(const UniversalFolder& folder);
 
 OptimStatesInfo read_universal_param(const container::TorchFile& file, std::uint32_t file_index);
 
-// `metas` is indexed like universal_inputs(files).
-CheckpointMeta assemble_universal_meta(const CheckpointFiles& files, std::vector<FileMeta> metas);
+// `metas` is indexed like universal_inputs(folder).
+CheckpointMeta assemble_universal_meta(const UniversalFolder& folder, std::vector<FileMeta> metas);
+
+// Reads every input in this process and assembles (tests, tools, single-rank runs).
+CheckpointMeta read_universal_checkpoint_meta(const UniversalFolder& folder);
 
 }  // namespace z2f::checkpoint

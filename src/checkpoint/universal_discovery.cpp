@@ -21,12 +21,28 @@ bool is_universal_tag_dir(const std::string& dir) {
     return true;
 }
 
-std::string universal_fp32_path(const CheckpointFiles& files, const std::string& param) {
-    return files.tag_dir + "/zero/" + param + "/fp32.pt";
+std::string universal_fp32_path(const UniversalFolder& folder, const std::string& param) {
+    return folder.files.tag_dir + "/zero/" + param + "/fp32.pt";
 }
 
-void list_universal_tag(CheckpointFiles& files) {
-    files.universal = true;
+UniversalFolder discover_universal_checkpoint(const std::string& checkpoint_dir,
+                                              const std::string& tag,
+                                              const DiscoveryOptions& options) {
+    TagFolder folder = resolve_tag_folder(checkpoint_dir, tag, options);
+    if (!is_universal_tag_dir(folder.tag_dir)) {
+        throw_input_error(folder.tag_dir,
+                          "is no universal checkpoint (zero/optimizer_state.pt is missing, or "
+                          "*_optim_states.pt files are beside it)");
+    }
+    return list_universal_tag(folder);
+}
+
+UniversalFolder list_universal_tag(const TagFolder& folder) {
+    UniversalFolder universal;
+    CheckpointFiles& files = universal.files;
+    files.checkpoint_dir = folder.checkpoint_dir;
+    files.tag = folder.tag;
+    files.tag_dir = folder.tag_dir;
     // ZeRO-3: mp rank -> dp rank -> file (AutoTP's tp x dp grid has several mp ranks).
     std::map<std::uint64_t, std::map<std::uint64_t, std::string>> by_rank;
     std::map<std::uint64_t, std::string> by_mp_rank;
@@ -112,11 +128,12 @@ void list_universal_tag(CheckpointFiles& files) {
     for (const std::string& name : io::list_directory(zero)) {
         if (io::is_directory(zero + "/" + name) &&
             io::is_regular_file(zero + "/" + name + "/fp32.pt")) {
-            files.universal_params.push_back(name);
+            universal.params.push_back(name);
         }
     }
-    std::sort(files.universal_params.begin(), files.universal_params.end(),
+    std::sort(universal.params.begin(), universal.params.end(),
               [](const auto& a, const auto& b) { return natural_less(a, b); });
+    return universal;
 }
 
 }  // namespace z2f::checkpoint

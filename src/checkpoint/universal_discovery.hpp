@@ -12,13 +12,14 @@
 //                                         (one per TP rank or pipeline stage) for a tensor- or
 //                                         pipeline-parallel run
 //
-// Which folder discover_checkpoint takes: `-t TAG` names it (universal or not by its content);
+// Which folder discovery takes: `-t TAG` names it (universal or not by its content);
 // a CKPT_DIR that is itself a tag folder is used as such; otherwise `latest` wins over
 // `latest_universal` unless DiscoveryOptions::from_universal, and `latest_universal` alone is
 // followed.
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include "checkpoint/discovery.hpp"
 
@@ -29,11 +30,24 @@ inline constexpr const char* kLatestUniversal = "latest_universal";
 // `dir` holds zero/optimizer_state.pt and no *_optim_states.pt file.
 bool is_universal_tag_dir(const std::string& dir);
 
-// Fills files.model_files, per_rank_model_files and universal_params from files.tag_dir, with
-// the checks of ordinary discovery on the model files (names, ranks without holes, one kind).
-void list_universal_tag(CheckpointFiles& files);
+// A universal checkpoint's folder: its tag folder and model-states copies (`files`, which lists
+// no optimizer files) and its parameter folders.
+struct UniversalFolder {
+    CheckpointFiles files;
+    std::vector<std::string> params;  // the zero/<param>/ folders holding fp32.pt, natural order
+};
+
+// Lists the universal tag folder `folder`, with the checks of ordinary discovery on the model
+// files (names, ranks without holes, one kind).
+UniversalFolder list_universal_tag(const TagFolder& folder);
+
+// `tag` empty: as resolve_tag_folder (discovery.hpp). An input error when the folder is no
+// universal checkpoint.
+UniversalFolder discover_universal_checkpoint(const std::string& checkpoint_dir,
+                                              const std::string& tag,
+                                              const DiscoveryOptions& options = {});
 
 // <tag_dir>/zero/<param>/fp32.pt
-std::string universal_fp32_path(const CheckpointFiles& files, const std::string& param);
+std::string universal_fp32_path(const UniversalFolder& folder, const std::string& param);
 
 }  // namespace z2f::checkpoint

@@ -164,6 +164,13 @@ class Conversion {
                             std::to_string(grid->expert_files.size()) + " expert files)");
             return;
         }
+        if (const auto* universal = std::get_if<checkpoint::UniversalFolder>(&found.files)) {
+            phases_.say(MessageLevel::kVerbose,
+                        "checkpoint: " + universal->files.tag_dir + " (universal: " +
+                            std::to_string(universal->params.size()) + " parameter folders, " +
+                            std::to_string(universal->files.model_files.size()) + " model files)");
+            return;
+        }
         const auto& files = std::get<checkpoint::CheckpointFiles>(found.files);
         phases_.say(MessageLevel::kVerbose,
                     "checkpoint: " + files.tag_dir + " (" +

@@ -1,9 +1,13 @@
 #include "driver/metadata_phase.hpp"
 
+#include <type_traits>
+#include <variant>
+
 #include "checkpoint/assemble.hpp"
 #include "checkpoint/discovery.hpp"
 #include "checkpoint/meta_codec.hpp"
 #include "checkpoint/parallel_assemble.hpp"
+#include "checkpoint/universal_assemble.hpp"
 #include "driver/phase_runner.hpp"
 #include "mpi/agreement.hpp"
 
@@ -69,17 +73,23 @@ checkpoint::DiscoveredCheckpoint discover(const mpi::Communicator& comm,
 
 run::CheckpointMetadata read_checkpoint_metadata(const mpi::Communicator& comm,
                                                  const checkpoint::DiscoveredCheckpoint& found) {
-    const auto* grid = std::get_if<checkpoint::FileGrid>(&found.files);
-    const auto* files = std::get_if<checkpoint::CheckpointFiles>(&found.files);
-    std::vector<checkpoint::FileMeta> metas =
-        gather_file_metas(comm, grid != nullptr ? checkpoint::parallel_inputs(*grid)
-                                                : checkpoint::checkpoint_inputs(*files));
     run::CheckpointMetadata metadata;
     metadata.tp_rules_text = found.tp_rules_text;
-    if (grid != nullptr)
-        metadata.meta = checkpoint::assemble_parallel_meta(*grid, std::move(metas));
-    else
-        metadata.meta = checkpoint::assemble_checkpoint_meta(*files, std::move(metas));
+    std::visit(
+        [&](const auto& files) {
+            using Files = std::decay_t<decltype(files)>;
+            if constexpr (std::is_same_v<Files, checkpoint::FileGrid>) {
+                metadata.meta = checkpoint::assemble_parallel_meta(
+                    files, gather_file_metas(comm, checkpoint::parallel_inputs(files)));
+            } else if constexpr (std::is_same_v<Files, checkpoint::UniversalFolder>) {
+                metadata.meta = checkpoint::assemble_universal_meta(
+                    files, gather_file_metas(comm, checkpoint::universal_inputs(files)));
+            } else {
+                metadata.meta = checkpoint::assemble_checkpoint_meta(
+                    files, gather_file_metas(comm, checkpoint::checkpoint_inputs(files)));
+            }
+        },
+        found.files);
     return metadata;
 }
 

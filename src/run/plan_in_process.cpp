@@ -3,6 +3,7 @@
 #include "checkpoint/assemble.hpp"
 #include "checkpoint/parallel_assemble.hpp"
 #include "checkpoint/routing.hpp"
+#include "checkpoint/universal_assemble.hpp"
 #include "zero2fp32/version.hpp"
 
 namespace z2f::run {
@@ -17,6 +18,8 @@ RunPlan plan_in_process(const std::filesystem::path& checkpoint, const Options& 
         if (!options.tp_rules.empty())
             metadata.tp_rules_text = checkpoint::read_tp_rules_file(options.tp_rules);
         metadata.meta = checkpoint::read_parallel_checkpoint_meta(*grid);
+    } else if (const auto* universal = std::get_if<checkpoint::UniversalFolder>(&found.files)) {
+        metadata.meta = checkpoint::read_universal_checkpoint_meta(*universal);
     } else {
         metadata.meta =
             checkpoint::read_checkpoint_meta(std::get<checkpoint::CheckpointFiles>(found.files));

@@ -8,6 +8,8 @@
 #include "checkpoint/assemble.hpp"
 #include "checkpoint/discovery.hpp"
 #include "checkpoint/meta_codec.hpp"
+#include "checkpoint/routing.hpp"
+#include "checkpoint/universal_assemble.hpp"
 #include "checkpoint/universal_discovery.hpp"
 #include "plan/consolidation.hpp"
 #include "plan/universal_plan.hpp"
@@ -33,25 +35,41 @@ std::string discovery_error(const std::string& dir, const std::string& tag,
     return "";
 }
 
+// Which reader routing gives the folder: true for the universal one.
+bool routed_universal(const std::string& dir, const std::string& tag,
+                      DiscoveryOptions options = {}) {
+    return std::holds_alternative<UniversalFolder>(
+        discover_any_checkpoint(dir, tag, options).files);
+}
+
 TEST(UniversalInput, DiscoveryFollowsLatestUniversal) {
     testing::TempDir dir;
     testing::assemble_universal_checkpoint("z2_ws2_fp32", dir.path());
-    CheckpointFiles files = discover_checkpoint(dir.path(), "");
-    EXPECT_TRUE(files.universal);
+    EXPECT_TRUE(routed_universal(dir.path(), ""));
+    const UniversalFolder universal = discover_universal_checkpoint(dir.path(), "");
+    const CheckpointFiles& files = universal.files;
     EXPECT_EQ(files.tag, "global_step2_universal");
     EXPECT_TRUE(files.optim_files.empty());
     ASSERT_EQ(files.model_files.size(), 1u);
     EXPECT_EQ(fs::path(files.model_files[0]).filename(), "mp_rank_00_model_states.pt");
-    EXPECT_EQ(files.universal_params,
+    EXPECT_EQ(universal.params,
               (std::vector<std::string>{"fc1.bias", "fc1.weight", "fc2.bias", "fc2.weight",
                                         "norm.bias", "norm.weight", "scale", "temp"}));
     // The tag folder itself, and -t.
-    EXPECT_TRUE(discover_checkpoint(dir.file("global_step2_universal"), "").universal);
-    EXPECT_TRUE(discover_checkpoint(dir.path(), "global_step2_universal").universal);
-    // The file list crosses MPI whole.
-    CheckpointFiles decoded = decode_files(encode_files(files));
-    EXPECT_EQ(decoded.universal, files.universal);
-    EXPECT_EQ(decoded.universal_params, files.universal_params);
+    EXPECT_TRUE(routed_universal(dir.file("global_step2_universal"), ""));
+    EXPECT_TRUE(routed_universal(dir.path(), "global_step2_universal"));
+    // The ZeRO reader is never given one.
+    EXPECT_THROW(discover_checkpoint(dir.path(), ""), Error);
+    // The folder crosses MPI whole, alone and as the routed payload.
+    const UniversalFolder decoded = decode_universal_folder(encode_universal_folder(universal));
+    EXPECT_EQ(decoded.files.tag_dir, files.tag_dir);
+    EXPECT_EQ(decoded.files.model_files, files.model_files);
+    EXPECT_EQ(decoded.params, universal.params);
+    const DiscoveredCheckpoint routed =
+        decode_discovered(encode_discovered(discover_any_checkpoint(dir.path(), "")));
+    ASSERT_TRUE(std::holds_alternative<UniversalFolder>(routed.files));
+    EXPECT_EQ(std::get<UniversalFolder>(routed.files).params, universal.params);
+    EXPECT_EQ(routed.tag_dir(), files.tag_dir);
 }
 
 TEST(UniversalInput, LatestWinsUnlessAskedOtherwise) {
@@ -61,16 +79,16 @@ TEST(UniversalInput, LatestWinsUnlessAskedOtherwise) {
     testing::assemble_universal_checkpoint("z2_ws2_fp32", dir.path() + "/universal");
     fs::rename(dir.file("universal/global_step2_universal"), dir.file("global_step2_universal"));
     fs::rename(dir.file("universal/latest_universal"), dir.file("latest_universal"));
+    EXPECT_FALSE(routed_universal(dir.path(), ""));
     CheckpointFiles plain = discover_checkpoint(dir.path(), "");
-    EXPECT_FALSE(plain.universal);
     EXPECT_EQ(plain.tag, "global_step2");
     DiscoveryOptions from_universal;
     from_universal.from_universal = true;
-    CheckpointFiles universal = discover_checkpoint(dir.path(), "", from_universal);
-    EXPECT_TRUE(universal.universal);
-    EXPECT_EQ(universal.tag, "global_step2_universal");
-    EXPECT_TRUE(discover_checkpoint(dir.path(), "global_step2_universal").universal);
-    EXPECT_FALSE(discover_checkpoint(dir.path(), "global_step2").universal);
+    EXPECT_TRUE(routed_universal(dir.path(), "", from_universal));
+    UniversalFolder universal = discover_universal_checkpoint(dir.path(), "", from_universal);
+    EXPECT_EQ(universal.files.tag, "global_step2_universal");
+    EXPECT_TRUE(routed_universal(dir.path(), "global_step2_universal"));
+    EXPECT_FALSE(routed_universal(dir.path(), "global_step2"));
 
     fs::remove(dir.file("latest_universal"));
     EXPECT_NE(discovery_error(dir.path(), "", from_universal).find("no 'latest_universal'"),
@@ -92,7 +110,8 @@ TEST(UniversalInput, PlansTheEnginesStateDict) {
         SCOPED_TRACE(fixture);
         testing::TempDir dir;
         testing::assemble_universal_checkpoint(fixture, dir.path());
-        CheckpointMeta meta = read_checkpoint_meta(discover_checkpoint(dir.path(), ""));
+        CheckpointMeta meta =
+            read_universal_checkpoint_meta(discover_universal_checkpoint(dir.path(), ""));
         EXPECT_EQ(meta.layout, MasterLayout::kWholeParams);
         EXPECT_EQ(meta.world_size, 2u);
         plan::ConsolidationPlan result = plan::plan_consolidation(meta, plan::PlanOptions{});
@@ -132,7 +151,7 @@ TEST(UniversalInput, ParameterFilesAreChecked) {
     // A parameter of param_shapes without its folder.
     fs::remove_all(zero + "/fc2.bias");
     try {
-        read_checkpoint_meta(discover_checkpoint(dir.path(), ""));
+        read_universal_checkpoint_meta(discover_universal_checkpoint(dir.path(), ""));
         ADD_FAILURE() << "assembled without fc2.bias";
     } catch (const Error& error) {
         EXPECT_EQ(error.kind(), ErrorKind::kInput);
@@ -143,7 +162,7 @@ TEST(UniversalInput, ParameterFilesAreChecked) {
     fs::create_directory(zero + "/fc2.bias");
     fs::copy_file(zero + "/fc1.bias/fp32.pt", zero + "/fc2.bias/fp32.pt");
     try {
-        read_checkpoint_meta(discover_checkpoint(dir.path(), ""));
+        read_universal_checkpoint_meta(discover_universal_checkpoint(dir.path(), ""));
         ADD_FAILURE() << "assembled a 53-element fc2.bias";
     } catch (const Error& error) {
         EXPECT_NE(std::string(error.what())
@@ -161,13 +180,13 @@ TEST(UniversalInput, ParameterFilesAreChecked) {
 TEST(UniversalInput, TensorAndPipelineParallelUniversalCheckpoints) {
     for (const std::string& fixture : testing::parallel_universal_fixtures()) {
         SCOPED_TRACE(fixture);
-        CheckpointFiles files =
-            discover_checkpoint(testing::parallel_universal_reference(fixture), "");
-        ASSERT_TRUE(files.universal);
+        const UniversalFolder universal =
+            discover_universal_checkpoint(testing::parallel_universal_reference(fixture), "");
+        const CheckpointFiles& files = universal.files;
         ASSERT_EQ(files.model_files.size(), 2u);
         EXPECT_FALSE(files.per_rank_model_files);
         EXPECT_TRUE(files.model_files[1].ends_with("/mp_rank_01_model_states.pt"));
-        const CheckpointMeta meta = read_checkpoint_meta(files);
+        const CheckpointMeta meta = read_universal_checkpoint_meta(universal);
         plan::ConsolidationPlan result = plan::plan_consolidation(meta, plan::PlanOptions{});
         auto expected = testing::read_expected_state_dict(testing::parallel_fixture_dir(fixture) +
                                                           "/expected.pt");
@@ -192,7 +211,7 @@ TEST(UniversalInput, ModelParallelRanksAreChecked) {
     const std::string fixture = "tp2_dp2_z1_fp32";
     auto error_of = [](const std::string& dir) -> std::pair<ErrorKind, std::string> {
         try {
-            read_checkpoint_meta(discover_checkpoint(dir, ""));
+            read_universal_checkpoint_meta(discover_universal_checkpoint(dir, ""));
         } catch (const Error& error) {
             return {error.kind(), error.what()};
         }
@@ -218,10 +237,10 @@ TEST(UniversalInput, ModelParallelRanksAreChecked) {
     }
     {
         // A frozen parameter among TP rank 0's module slices cannot be merged without the rules.
-        CheckpointFiles files =
-            discover_checkpoint(testing::parallel_universal_reference(fixture), "");
+        const UniversalFolder universal =
+            discover_universal_checkpoint(testing::parallel_universal_reference(fixture), "");
         std::vector<FileMeta> metas;
-        const std::vector<InputFileSpec> inputs = checkpoint_inputs(files);
+        const std::vector<InputFileSpec> inputs = universal_inputs(universal);
         for (std::size_t i = 0; i < inputs.size(); ++i)
             metas.push_back(read_file_meta(inputs[i], static_cast<std::uint32_t>(i)));
         EXPECT_EQ(inputs[1].kind, InputKind::kModelParallelRank);
@@ -230,7 +249,7 @@ TEST(UniversalInput, ModelParallelRanksAreChecked) {
         frozen.name = "language_model.frozen_table.weight";
         model.module_tensors.push_back(frozen);
         try {
-            assemble_checkpoint_meta(files, std::move(metas));
+            assemble_universal_meta(universal, std::move(metas));
             ADD_FAILURE() << "assembled a frozen TP parameter";
         } catch (const Error& error) {
             EXPECT_EQ(error.kind(), ErrorKind::kUnsupported);
