@@ -14,6 +14,8 @@
 #include "checkpoint/meta_codec.hpp"
 #include "checkpoint/parallel_assemble.hpp"
 #include "checkpoint/routing.hpp"
+#include "checkpoint/universal_assemble.hpp"
+#include "checkpoint/universal_discovery.hpp"
 #include "mpi/agreement.hpp"
 
 namespace fs = std::filesystem;
@@ -76,6 +78,24 @@ int main(int argc, char** argv) {
         for (const auto& entry : fs::directory_iterator(root / "deepspeed-parallel")) {
             if (fs::exists(entry.path() / "latest"))
                 parallel(entry.path());
+        }
+        // DeepSpeed's own universal checkpoints of the parallel runs: the routed universal
+        // folder and its inputs' metadata.
+        for (const auto& entry : fs::directory_iterator(root / "deepspeed-parallel")) {
+            const fs::path dir = entry.path() / "ref" / "universal";
+            if (!fs::exists(dir / "latest_universal"))
+                continue;
+            const checkpoint::UniversalFolder folder =
+                checkpoint::discover_universal_checkpoint(dir, "");
+            auto inputs = checkpoint::universal_inputs(folder);
+            WireWriter metas;
+            for (std::size_t i = 0; i < inputs.size(); ++i) {
+                checkpoint::encode_file_meta(
+                    checkpoint::read_file_meta(inputs[i], static_cast<std::uint32_t>(i)), metas);
+            }
+            write_seed(out, 1, metas.bytes());
+            write_seed(out, 5,
+                       checkpoint::encode_discovered(checkpoint::discover_any_checkpoint(dir, "")));
         }
         for (const auto& entry : fs::directory_iterator(root / "deepspeed-newest")) {
             if (!fs::exists(entry.path() / "latest"))
