@@ -414,10 +414,6 @@ std::vector<InputRecord> get_records(WireReader& in) {
     });
 }
 
-}  // namespace
-
-namespace {
-
 void put_files(WireWriter& out, const CheckpointFiles& files) {
     out.str(files.checkpoint_dir);
     out.str(files.tag);

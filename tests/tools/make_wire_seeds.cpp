@@ -24,6 +24,16 @@ namespace {
 
 int written = 0;
 
+// Every input's metadata, encoded one after the other as the metadata phase gathers them.
+std::vector<std::byte> encoded_metas(const std::vector<z2f::checkpoint::InputFileSpec>& inputs) {
+    z2f::WireWriter metas;
+    for (std::size_t i = 0; i < inputs.size(); ++i) {
+        z2f::checkpoint::encode_file_meta(
+            z2f::checkpoint::read_file_meta(inputs[i], static_cast<std::uint32_t>(i)), metas);
+    }
+    return metas.take();
+}
+
 void write_seed(const fs::path& out, std::uint8_t selector, std::span<const std::byte> payload) {
     std::ofstream file(out / ("seed-" + std::to_string(written++)), std::ios::binary);
     file.put(static_cast<char>(selector));
@@ -47,26 +57,14 @@ int main(int argc, char** argv) {
         auto data_parallel = [&](const fs::path& dir) {
             checkpoint::CheckpointFiles files = checkpoint::discover_checkpoint(dir, "");
             write_seed(out, 0, checkpoint::encode_files(files));
-            auto inputs = checkpoint::checkpoint_inputs(files);
-            WireWriter metas;
-            for (std::size_t i = 0; i < inputs.size(); ++i) {
-                checkpoint::encode_file_meta(
-                    checkpoint::read_file_meta(inputs[i], static_cast<std::uint32_t>(i)), metas);
-            }
-            write_seed(out, 1, metas.bytes());
+            write_seed(out, 1, encoded_metas(checkpoint::checkpoint_inputs(files)));
             write_seed(out, 5,
                        checkpoint::encode_discovered(checkpoint::discover_any_checkpoint(dir, "")));
         };
         auto parallel = [&](const fs::path& dir) {
             checkpoint::FileGrid grid = checkpoint::discover_file_grid(dir, "");
             write_seed(out, 3, checkpoint::encode_file_grid(grid));
-            auto inputs = checkpoint::parallel_inputs(grid);
-            WireWriter metas;
-            for (std::size_t i = 0; i < inputs.size(); ++i) {
-                checkpoint::encode_file_meta(
-                    checkpoint::read_file_meta(inputs[i], static_cast<std::uint32_t>(i)), metas);
-            }
-            write_seed(out, 1, metas.bytes());
+            write_seed(out, 1, encoded_metas(checkpoint::parallel_inputs(grid)));
             checkpoint::DiscoveredCheckpoint found = checkpoint::discover_any_checkpoint(dir, "");
             found.tp_rules_text = R"({"default": "column", "rules": {"x\\.": "row"}})";
             write_seed(out, 5, checkpoint::encode_discovered(found));
@@ -87,13 +85,7 @@ int main(int argc, char** argv) {
                 continue;
             const checkpoint::UniversalFolder folder =
                 checkpoint::discover_universal_checkpoint(dir, "");
-            auto inputs = checkpoint::universal_inputs(folder);
-            WireWriter metas;
-            for (std::size_t i = 0; i < inputs.size(); ++i) {
-                checkpoint::encode_file_meta(
-                    checkpoint::read_file_meta(inputs[i], static_cast<std::uint32_t>(i)), metas);
-            }
-            write_seed(out, 1, metas.bytes());
+            write_seed(out, 1, encoded_metas(checkpoint::universal_inputs(folder)));
             write_seed(out, 5,
                        checkpoint::encode_discovered(checkpoint::discover_any_checkpoint(dir, "")));
         }
